@@ -1,0 +1,56 @@
+// Command ovn-egress implements the EgressService API (k8s.ovn.org/v1) for
+// Kubernetes clusters whose network is OVN. This file only wires the CLI:
+// flags become Config structs, logging is set up, and a signal context is
+// handed to the component a subcommand runs.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is stamped by the Makefile (-X main.version=...).
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newApp().RunContext(ctx, os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "ovn-egress:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:    "ovn-egress",
+		Usage:   "EgressService (k8s.ovn.org/v1) for Kubernetes clusters on OVN",
+		Version: version,
+		Commands: []*cli.Command{
+			{
+				Name:  "version",
+				Usage: "print the version",
+				Action: func(c *cli.Context) error {
+					fmt.Fprintf(c.App.Writer, "ovn-egress %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+					return nil
+				},
+			},
+		},
+		HideHelpCommand: true,
+	}
+}
+
+// exitCode maps an error to the process exit code: a cli.ExitCoder keeps its
+// own, anything else is 1.
+func exitCode(err error) int {
+	if ec, ok := err.(cli.ExitCoder); ok {
+		return ec.ExitCode()
+	}
+	return 1
+}

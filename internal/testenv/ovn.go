@@ -1,0 +1,257 @@
+// Package testenv starts the real components the project is tested against:
+// OVN NB/SB ovsdb-server and ovn-northd from Debian's packages, a real
+// kube-apiserver with etcd, and helpers around them. Everything runs as child
+// processes of the test binary, in a temporary directory, listening only on
+// unix sockets or 127.0.0.1, and is stopped by pid when the test ends.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// OVNPackages are the Debian packages that hold the binaries OVN needs.
+const OVNPackages = "ovn-central ovn-common openvswitch-common"
+
+// OVN is one standalone OVN control plane: NB and SB ovsdb-server plus ovn-northd.
+type OVN struct {
+	Dir string
+
+	bins           map[string]string
+	nb, sb, northd *daemon
+	nbSock, sbSock string
+	nbTCP          string
+	opts           OVNOptions
+	env            []string
+}
+
+// OVNOptions tune StartOVN.
+type OVNOptions struct {
+	// NBTCP also listens for NB clients on a free 127.0.0.1 port.
+	NBTCP bool
+	// NoNorthd skips ovn-northd (and SB readiness waits on it).
+	NoNorthd bool
+}
+
+// NewOVN starts NB, SB and northd in a temporary directory of t and stops them
+// when t ends. Missing binaries fail the test with the packages to install.
+func NewOVN(t testing.TB, opts ...OVNOptions) *OVN {
+	t.Helper()
+	var o OVNOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	ovn, err := StartOVN(shortTempDir(t), o)
+	if err != nil {
+		t.Fatalf("start OVN: %v", err)
+	}
+	t.Cleanup(ovn.Stop)
+	return ovn
+}
+
+// shortTempDir returns a temporary directory whose path is short enough for
+// unix socket names (108 bytes), removed when t ends.
+func shortTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ovneg-")
+	if err != nil {
+		t.Fatalf("temp dir: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// StartOVN creates fresh NB and SB databases in dir and starts the daemons.
+// It returns once ovn-northd has synced NB to SB.
+func StartOVN(dir string, opts OVNOptions) (*OVN, error) {
+	bins, err := lookPaths(OVNPackages, "ovsdb-tool", "ovsdb-server", "ovn-northd", "ovn-nbctl", "ovn-sbctl", "ovs-appctl")
+	if err != nil {
+		return nil, err
+	}
+	o := &OVN{Dir: dir, bins: bins, opts: opts,
+		nbSock: filepath.Join(dir, "nb.sock"), sbSock: filepath.Join(dir, "sb.sock")}
+	o.env = []string{"OVS_RUNDIR=" + dir, "OVN_RUNDIR=" + dir, "OVS_LOGDIR=" + dir, "OVN_LOGDIR=" + dir, "OVS_DBDIR=" + dir}
+	for _, db := range []struct{ file, schema string }{
+		{"nb.db", "/usr/share/ovn/ovn-nb.ovsschema"},
+		{"sb.db", "/usr/share/ovn/ovn-sb.ovsschema"},
+	} {
+		if out, err := exec.Command(bins["ovsdb-tool"], "create", filepath.Join(dir, db.file), db.schema).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("ovsdb-tool create %s: %v: %s", db.file, err, out)
+		}
+	}
+	if err := o.StartNB(); err != nil {
+		o.Stop()
+		return nil, err
+	}
+	if o.sb, err = o.startDB("sb"); err != nil {
+		o.Stop()
+		return nil, err
+	}
+	if !opts.NoNorthd {
+		o.northd, err = startDaemon(dir, "ovn-northd", o.env, bins["ovn-northd"],
+			"--no-chdir", "-vconsole:off", "-vfile:info",
+			"--pidfile="+filepath.Join(dir, "ovn-northd.pid"), "--log-file="+filepath.Join(dir, "ovn-northd.log"),
+			"--unixctl="+filepath.Join(dir, "ovn-northd.ctl"),
+			"--ovnnb-db="+o.NBAddress(), "--ovnsb-db="+o.SBAddress())
+		if err != nil {
+			o.Stop()
+			return nil, err
+		}
+		if _, err := o.nbctl(30*time.Second, "--wait=sb", "sync"); err != nil {
+			o.Stop()
+			return nil, fmt.Errorf("northd readiness: %w\n%s", err, tail(filepath.Join(dir, "ovn-northd.log"), 20))
+		}
+	}
+	return o, nil
+}
+
+var listenPortRE = regexp.MustCompile(`0:127\.0\.0\.1: listening on port (\d+)`)
+
+func (o *OVN) startDB(db string) (*daemon, error) {
+	sock := filepath.Join(o.Dir, db+".sock")
+	args := []string{filepath.Join(o.Dir, db+".db"), "--no-chdir", "-vconsole:off", "-vfile:info",
+		"--pidfile=" + filepath.Join(o.Dir, db+".pid"), "--log-file=" + filepath.Join(o.Dir, db+".log"),
+		"--unixctl=" + filepath.Join(o.Dir, db+".ctl"), "--remote=punix:" + sock}
+	if db == "nb" && o.opts.NBTCP {
+		port := "0"
+		if o.nbTCP != "" { // keep the port across restarts
+			port = o.nbTCP[strings.LastIndex(o.nbTCP, ":")+1:]
+		}
+		args = append(args, "--remote=ptcp:"+port+":127.0.0.1")
+	}
+	d, err := startDaemon(o.Dir, db, o.env, o.bins["ovsdb-server"], args...)
+	if err != nil {
+		return nil, err
+	}
+	err = waitFor(10*time.Second, db+" socket", func() error {
+		_, err := os.Stat(sock)
+		return err
+	}, d)
+	if err == nil && db == "nb" && o.opts.NBTCP && o.nbTCP == "" {
+		err = waitFor(10*time.Second, "nb tcp port", func() error {
+			b, _ := os.ReadFile(filepath.Join(o.Dir, db+".log"))
+			m := listenPortRE.FindSubmatch(b)
+			if m == nil {
+				return fmt.Errorf("no listening line yet")
+			}
+			o.nbTCP = "tcp:127.0.0.1:" + string(m[1])
+			return nil
+		}, d)
+	}
+	if err != nil {
+		d.kill()
+		return nil, err
+	}
+	return d, nil
+}
+
+// StartNB starts (or restarts after StopNB/KillNB) the NB ovsdb-server on the
+// same database file and socket.
+func (o *OVN) StartNB() error {
+	if o.nb != nil && o.nb.exited() == nil {
+		return fmt.Errorf("nb ovsdb-server already running")
+	}
+	_ = os.Remove(o.nbSock)
+	nb, err := o.startDB("nb")
+	if err != nil {
+		return err
+	}
+	o.nb = nb
+	return nil
+}
+
+// StopNB stops the NB ovsdb-server gracefully; KillNB with SIGKILL.
+func (o *OVN) StopNB() { o.nb.stop(5 * time.Second) }
+
+// KillNB kills the NB ovsdb-server with SIGKILL.
+func (o *OVN) KillNB() { o.nb.kill() }
+
+// Stop stops northd, SB and NB, in that order. Safe to call twice.
+func (o *OVN) Stop() {
+	for _, d := range []*daemon{o.northd, o.sb, o.nb} {
+		if d != nil {
+			d.stop(5 * time.Second)
+		}
+	}
+}
+
+// NBAddress is the OVSDB address of the NB database (unix:...).
+func (o *OVN) NBAddress() string { return "unix:" + o.nbSock }
+
+// NBTCPAddress is tcp:127.0.0.1:PORT when started with NBTCP.
+func (o *OVN) NBTCPAddress() string { return o.nbTCP }
+
+// SBAddress is the OVSDB address of the SB database (unix:...).
+func (o *OVN) SBAddress() string { return "unix:" + o.sbSock }
+
+// NorthdCtl is the path of ovn-northd's unixctl socket (for ovn-appctl -t).
+func (o *OVN) NorthdCtl() string { return filepath.Join(o.Dir, "ovn-northd.ctl") }
+
+// NBCtl runs ovn-nbctl against the NB database and returns its trimmed stdout.
+func (o *OVN) NBCtl(args ...string) (string, error) { return o.nbctl(30*time.Second, args...) }
+
+// SBCtl runs ovn-sbctl against the SB database and returns its trimmed stdout.
+func (o *OVN) SBCtl(args ...string) (string, error) {
+	return o.run("ovn-sbctl", append([]string{"--db=" + o.SBAddress(), "--timeout=30"}, args...)...)
+}
+
+// Appctl runs ovs-appctl against one of the daemons' control sockets
+// ("nb", "sb" or "ovn-northd").
+func (o *OVN) Appctl(target string, args ...string) (string, error) {
+	return o.run("ovs-appctl", append([]string{"-t", filepath.Join(o.Dir, target+".ctl")}, args...)...)
+}
+
+// Trace runs ovn-trace against the SB database.
+func (o *OVN) Trace(args ...string) (string, error) {
+	bins, err := lookPaths("ovn-common", "ovn-trace")
+	if err != nil {
+		return "", err
+	}
+	o.bins["ovn-trace"] = bins["ovn-trace"]
+	return o.run("ovn-trace", append([]string{"--db=" + o.SBAddress()}, args...)...)
+}
+
+func (o *OVN) nbctl(timeout time.Duration, args ...string) (string, error) {
+	return o.run("ovn-nbctl", append([]string{"--db=" + o.NBAddress(), fmt.Sprintf("--timeout=%d", int(timeout.Seconds()))}, args...)...)
+}
+
+func (o *OVN) run(bin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, o.bins[bin], args...)
+	cmd.Env = append(os.Environ(), o.env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %v: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// MustNBCtl is NBCtl that fails t on error.
+func (o *OVN) MustNBCtl(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := o.NBCtl(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// MustSBCtl is SBCtl that fails t on error.
+func (o *OVN) MustSBCtl(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := o.SBCtl(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

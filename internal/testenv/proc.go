@@ -1,0 +1,154 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// daemon is one child process started by the environment. It runs in the
+// foreground (no --detach), so it dies with the test binary (Pdeathsig) and
+// its exit is noticed at once instead of as a long readiness timeout.
+type daemon struct {
+	name   string
+	cmd    *exec.Cmd
+	done   chan struct{}
+	err    error // set before done is closed
+	logPth string
+}
+
+// startDaemon starts bin with args, logging to dir/name.out.
+func startDaemon(dir, name string, env []string, bin string, args ...string) (*daemon, error) {
+	out := filepath.Join(dir, name+".out")
+	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", out, err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	d := &daemon{name: name, cmd: cmd, done: make(chan struct{}), logPth: out}
+	go func() {
+		d.err = cmd.Wait()
+		f.Close()
+		close(d.done)
+	}()
+	return d, nil
+}
+
+// exited reports whether the daemon has exited, with a reason that quotes the
+// end of its log.
+func (d *daemon) exited() error {
+	select {
+	case <-d.done:
+		return fmt.Errorf("%s exited (%v); last output:\n%s", d.name, d.err, tail(d.logPth, 20))
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM, waits up to grace, then SIGKILLs. Safe to call twice.
+func (d *daemon) stop(grace time.Duration) {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-d.done
+	}
+}
+
+// kill sends SIGKILL to the daemon and waits for it.
+func (d *daemon) kill() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+	<-d.done
+}
+
+// Pid returns the daemon's process id.
+func (d *daemon) Pid() int { return d.cmd.Process.Pid }
+
+// waitFor polls cond every few milliseconds until it returns nil, the timeout
+// passes, or one of the watched daemons exits.
+func waitFor(timeout time.Duration, what string, cond func() error, watch ...*daemon) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		for _, d := range watch {
+			if err := d.exited(); err != nil {
+				return fmt.Errorf("waiting for %s: %w", what, err)
+			}
+		}
+		if last = cond(); last == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting for %s: timed out after %s: %w", what, timeout, last)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// errMissing is returned when a binary the environment needs is not installed.
+var errMissing = errors.New("missing binaries")
+
+// lookPaths resolves binaries on PATH (and the sbin directories, which a
+// non-login root shell may lack) and names every one that is missing together
+// with the Debian packages that hold them.
+func lookPaths(pkgs string, names ...string) (map[string]string, error) {
+	found := map[string]string{}
+	var missing []string
+	for _, n := range names {
+		p, err := exec.LookPath(n)
+		if err != nil {
+			for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/local/sbin"} {
+				if _, serr := os.Stat(filepath.Join(dir, n)); serr == nil {
+					p, err = filepath.Join(dir, n), nil
+					break
+				}
+			}
+		}
+		if err != nil {
+			missing = append(missing, n)
+			continue
+		}
+		found[n] = p
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: %s not found; install with: apt-get install -y --no-install-recommends %s",
+			errMissing, strings.Join(missing, ", "), pkgs)
+	}
+	return found, nil
+}

@@ -1,0 +1,207 @@
+// Package ovn holds ovn-egress's side of the OVN northbound database: the
+// libovsdb client (several endpoints, leader-only, TLS, reconnect forever,
+// client indexes on the owner external_ids) and the NB applier, which diffs
+// the desired rows from pkg/translate against the rows it owns in the client
+// cache and writes the difference in one transaction.
+package ovn
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/ovn-kubernetes/libovsdb/model"
+	"github.com/sirupsen/logrus"
+
+	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+)
+
+// ClientConfig says how to reach the NB database.
+type ClientConfig struct {
+	// Addresses are OVSDB endpoints: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT.
+	// Several addresses name the members of a RAFT cluster.
+	Addresses []string
+	// PrivateKey, Certificate and CACert are PEM files for ssl: endpoints.
+	PrivateKey, Certificate, CACert string
+	// ServerName overrides the name checked in the server's certificate.
+	ServerName string
+	// ConnectTimeout bounds the first connection (and each reconnect attempt).
+	ConnectTimeout time.Duration
+	// InactivityProbe, when set, echoes the server after this much silence and
+	// reconnects when it does not answer.
+	InactivityProbe time.Duration
+}
+
+// ParseAddresses splits a comma-separated --nb-address value and checks each
+// endpoint's scheme.
+func ParseAddresses(s string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		scheme, rest, ok := strings.Cut(a, ":")
+		if !ok || rest == "" || (scheme != "unix" && scheme != "tcp" && scheme != "ssl") {
+			return nil, fmt.Errorf("invalid OVSDB address %q: want unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT", a)
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no OVSDB address given")
+	}
+	return out, nil
+}
+
+// Validate checks the configuration.
+func (c ClientConfig) Validate() error {
+	if len(c.Addresses) == 0 {
+		return fmt.Errorf("no NB address")
+	}
+	ssl := false
+	for _, a := range c.Addresses {
+		if _, err := ParseAddresses(a); err != nil {
+			return err
+		}
+		ssl = ssl || strings.HasPrefix(a, "ssl:")
+	}
+	if ssl && (c.PrivateKey == "" || c.Certificate == "" || c.CACert == "") {
+		return fmt.Errorf("ssl: NB addresses need a private key, a certificate and a CA certificate")
+	}
+	return nil
+}
+
+// NBModel returns the NB client database model with the client indexes
+// ovn-egress reads through: owned rows by their k8s.ovn.org/id and by their
+// owner key, routers by name.
+func NBModel() (model.ClientDBModel, error) {
+	m, err := nbdb.FullDatabaseModel()
+	if err != nil {
+		return m, err
+	}
+	byID := model.ClientIndex{Columns: []model.ColumnKey{{Column: "external_ids", Key: KeyID}}}
+	byOwner := model.ClientIndex{Columns: []model.ColumnKey{{Column: "external_ids", Key: KeyOwnerController}}}
+	m.SetIndexes(map[string][]model.ClientIndex{
+		nbdb.LogicalRouterTable:       {{Columns: []model.ColumnKey{{Column: "name"}}}},
+		nbdb.LogicalRouterPolicyTable: {byID, byOwner},
+		nbdb.AddressSetTable:          {byID, byOwner},
+		nbdb.NATTable:                 {byID, byOwner},
+	})
+	return m, nil
+}
+
+// NewNBClient connects to NB (leader-only, reconnecting forever) and starts a
+// monitor of every table ovn-egress reads. The returned client's cache is
+// complete once it returns.
+func NewNBClient(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (client.Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := NBModel()
+	if err != nil {
+		return nil, fmt.Errorf("nb model: %w", err)
+	}
+	opts, err := clientOptions(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.NewOVSDBClient(m, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nb client: %w", err)
+	}
+	timeout := cfg.ConnectTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := c.Connect(cctx); err != nil {
+		return nil, fmt.Errorf("connect to NB %s: %w", strings.Join(cfg.Addresses, ","), err)
+	}
+	// Only the tables the translation reads or writes: a smaller cache, and
+	// no churn from Logical_Switch_Port or ACL updates.
+	lsp := &nbdb.LogicalSwitchPort{}
+	mon := c.NewMonitor(
+		client.WithTable(&nbdb.LogicalRouter{}),
+		client.WithTable(&nbdb.LogicalRouterPort{}),
+		client.WithTable(&nbdb.LogicalRouterPolicy{}),
+		client.WithTable(&nbdb.AddressSet{}),
+		client.WithTable(&nbdb.NAT{}),
+		client.WithTable(lsp, &lsp.Name, &lsp.Type, &lsp.Options),
+		client.WithTable(&nbdb.NBGlobal{}),
+	)
+	if _, err := c.Monitor(cctx, mon); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("monitor NB: %w", err)
+	}
+	return c, nil
+}
+
+func clientOptions(cfg ClientConfig, log *logrus.Entry) ([]client.Option, error) {
+	var opts []client.Option
+	for _, a := range cfg.Addresses {
+		opts = append(opts, client.WithEndpoint(a))
+	}
+	// A backoff without an elapsed-time limit: libovsdb panics when the
+	// reconnect backoff gives up.
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 100 * time.Millisecond
+	bo.MaxInterval = 5 * time.Second
+	bo.MaxElapsedTime = 0
+	timeout := cfg.ConnectTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	opts = append(opts, client.WithLeaderOnly(true), client.WithReconnect(timeout, bo))
+	if cfg.InactivityProbe > 0 {
+		opts = append(opts, client.WithInactivityCheck(cfg.InactivityProbe, timeout, bo))
+	}
+	if cfg.PrivateKey != "" || cfg.Certificate != "" || cfg.CACert != "" {
+		tc, err := tlsConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, client.WithTLSConfig(tc))
+	}
+	if log != nil {
+		l := logrLogger(log)
+		opts = append(opts, client.WithLogger(&l))
+	}
+	return opts, nil
+}
+
+func tlsConfig(cfg ClientConfig) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.Certificate, cfg.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("load NB client certificate: %w", err)
+	}
+	pem, err := os.ReadFile(cfg.CACert)
+	if err != nil {
+		return nil, fmt.Errorf("read NB CA certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate found in %s", cfg.CACert)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: cfg.ServerName, MinVersion: tls.VersionTLS12}, nil
+}
+
+// logrLogger bridges libovsdb's logr logging to logrus: libovsdb's chatty
+// V(>=1) lines only at debug level.
+func logrLogger(log *logrus.Entry) logr.Logger {
+	verbosity := 0
+	if log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		verbosity = 4
+	}
+	return funcr.New(func(prefix, args string) {
+		log.WithField("lib", "libovsdb").Debug(strings.TrimSpace(prefix + " " + args))
+	}, funcr.Options{Verbosity: verbosity})
+}
