@@ -1,11 +1,13 @@
 // Command ovn-egress implements the EgressService API (k8s.ovn.org/v1) for
-// Kubernetes clusters whose network is OVN. This file only wires the CLI:
+// Kubernetes clusters whose network is OVN. This package only wires the CLI:
 // flags become Config structs, logging is set up, and a signal context is
-// handed to the component a subcommand runs.
+// handed to the component a subcommand runs. Each subcommand lives in the
+// file named after it.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -33,23 +35,28 @@ func newApp() *cli.App {
 		Usage:   "EgressService (k8s.ovn.org/v1) for Kubernetes clusters on OVN",
 		Version: version,
 		Commands: []*cli.Command{
-			{
-				Name:  "version",
-				Usage: "print the version",
-				Action: func(c *cli.Context) error {
-					fmt.Fprintf(c.App.Writer, "ovn-egress %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-					return nil
-				},
-			},
+			versionCommand(),
 		},
 		HideHelpCommand: true,
+	}
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version",
+		Action: func(c *cli.Context) error {
+			fmt.Fprintf(c.App.Writer, "ovn-egress %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
 	}
 }
 
 // exitCode maps an error to the process exit code: a cli.ExitCoder keeps its
 // own, anything else is 1.
 func exitCode(err error) int {
-	if ec, ok := err.(cli.ExitCoder); ok {
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
 		return ec.ExitCode()
 	}
 	return 1

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Flag categories, shared by the subcommands so --help groups them alike.
+const (
+	catKube    = "Kubernetes"
+	catOVN     = "OVN"
+	catXlate   = "Translation"
+	catSelect  = "Host selection"
+	catNode    = "Node"
+	catLogging = "Logging"
+)
+
+func loggingFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "panic|fatal|error|warn|info|debug|trace", Category: catLogging, EnvVars: []string{"OVN_EGRESS_LOG_LEVEL"}},
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text|json", Category: catLogging},
+	}
+}
+
+// newLogger builds the process's one logger from --log-level/--log-format and
+// returns an entry tagged with the component's name.
+func newLogger(c *cli.Context, component string) (*logrus.Entry, error) {
+	l := logrus.New()
+	l.SetOutput(os.Stderr)
+	lvl, err := logrus.ParseLevel(c.String("log-level"))
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	l.SetLevel(lvl)
+	switch c.String("log-format") {
+	case "text":
+		l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	case "json":
+		l.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return nil, fmt.Errorf("--log-format: want text or json, got %q", c.String("log-format"))
+	}
+	return l.WithField("component", component), nil
+}
+
+func kubeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file (in-cluster config when absent)", Category: catKube, EnvVars: []string{"KUBECONFIG"}},
+		&cli.Float64Flag{Name: "kube-api-qps", Value: 50, Usage: "client-side QPS limit towards the API server", Category: catKube},
+		&cli.IntFlag{Name: "kube-api-burst", Value: 100, Usage: "client-side burst towards the API server", Category: catKube},
+	}
+}
+
+// kubeConfig returns the REST config from --kubeconfig, or the in-cluster one.
+func kubeConfig(c *cli.Context) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if p := c.String("kubeconfig"); p != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", p)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.QPS = float32(c.Float64("kube-api-qps"))
+	cfg.Burst = c.Int("kube-api-burst")
+	cfg.UserAgent = "ovn-egress/" + version
+	return cfg, nil
+}

@@ -1,0 +1,116 @@
+package translate
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+)
+
+// Endpoint is one cluster-networked address backing a Service.
+type Endpoint struct {
+	IP netip.Addr
+	// Node is the endpoint's nodeName; empty when the slice does not say.
+	Node string
+}
+
+// ServiceEndpoints returns every address of every endpoint of the Service's
+// EndpointSlices that lies in one of the cluster subnets, once, sorted by
+// address. Readiness is not looked at: a terminating pod still egresses and
+// keeps its identity. Addresses outside the cluster subnets (host-networked
+// endpoints) and unparsable ones are ignored. Only slices labelled
+// kubernetes.io/service-name=<svc> in the Service's namespace count.
+func ServiceEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, clusterSubnets []netip.Prefix) []Endpoint {
+	seen := map[netip.Addr]bool{}
+	var out []Endpoint
+	for _, s := range eps {
+		if s == nil || s.Namespace != svc.Namespace || s.Labels[discoveryv1.LabelServiceName] != svc.Name {
+			continue
+		}
+		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			node := ""
+			if e.NodeName != nil {
+				node = *e.NodeName
+			}
+			for _, a := range e.Addresses {
+				ip, err := netip.ParseAddr(a)
+				if err != nil {
+					continue
+				}
+				ip = ipfamily.Canonical(ip)
+				if seen[ip] || !inAny(ip, clusterSubnets) {
+					continue
+				}
+				seen[ip] = true
+				out = append(out, Endpoint{IP: ip, Node: node})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Endpoint) int { return a.IP.Compare(b.IP) })
+	return out
+}
+
+func inAny(ip netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// IngressIPs returns the Service's load-balancer ingress IP per family: the
+// first IP of that family in status.loadBalancer.ingress. The families that
+// had more than one IP are returned too (the first one is used).
+func IngressIPs(svc *corev1.Service) (ips map[ipfamily.Family]netip.Addr, multiple []ipfamily.Family) {
+	ips = map[ipfamily.Family]netip.Addr{}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		ip, err := netip.ParseAddr(in.IP)
+		if err != nil {
+			continue
+		}
+		ip = ipfamily.Canonical(ip)
+		f := ipfamily.Of(ip)
+		if _, ok := ips[f]; ok {
+			if ips[f] != ip && !slices.Contains(multiple, f) {
+				multiple = append(multiple, f)
+			}
+			continue
+		}
+		ips[f] = ip
+	}
+	slices.SortFunc(multiple, func(a, b ipfamily.Family) int { return cmp.Compare(a, b) })
+	return ips, multiple
+}
+
+// ClusterIPs returns the Service's parsed ClusterIPs (none for headless).
+func ClusterIPs(svc *corev1.Service) []netip.Addr {
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	var out []netip.Addr
+	for _, s := range ips {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out = append(out, ipfamily.Canonical(ip))
+		}
+	}
+	return out
+}
+
+// IsLoadBalancer reports whether the Service is of type LoadBalancer.
+func IsLoadBalancer(svc *corev1.Service) bool {
+	return svc != nil && svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+}
+
+// ETPLocal reports whether the Service has externalTrafficPolicy: Local.
+func ETPLocal(svc *corev1.Service) bool {
+	return svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+}
