@@ -21,13 +21,13 @@ import (
 //
 // The value is a JSON object keyed by "namespace/name" of the EgressService:
 //
-//	{"ns1/svc1":{"ips":["172.18.0.100"],"network":"100","eps":"9a1f0c33d1e2b7a4"}}
+//		{"ns1/svc1":{"ips":["172.18.0.100"],"network":"100","eps":"9a1f0c33d1e2b7a4"}}
 //
-//   - ips: the SNAT addresses the agent programmed, one per family, sorted
-//     (absent for sourceIPBy=Network, which does not SNAT);
-//   - network: the spec.network the agent's ip rules use ("" = main routing);
-//   - eps: EndpointsHash of the endpoint addresses programmed for the service
-//     (for status.host ALL: the endpoints on this node only).
+//	  - ips: the SNAT addresses the agent programmed, one per family, sorted
+//	    (absent for sourceIPBy=Network, which does not SNAT);
+//	  - network: the spec.network the agent's ip rules use ("" = main routing);
+//	  - eps: EndpointsHash of the endpoint addresses programmed for the service
+//	    (for status.host ALL: the endpoints on this node only).
 //
 // The master compares ips and network with the Service; when eps differs
 // (an endpoint change the agent has not applied yet) it keeps only the
