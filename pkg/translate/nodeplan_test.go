@@ -25,7 +25,7 @@ func init() {
 	}
 }
 
-func updateGolden() bool {
+func npUpdateGolden() bool {
 	f := flag.Lookup("update")
 	return f != nil && f.Value.String() == "true"
 }
@@ -45,9 +45,9 @@ func planES(ns, name, host string, by egressv1.SourceIPMode, network string) *eg
 	}
 }
 
-type svcOpt func(*corev1.Service)
+type npSvcOpt func(*corev1.Service)
 
-func withETPLocal(nodePorts ...int32) svcOpt {
+func npETPLocal(nodePorts ...int32) npSvcOpt {
 	return func(s *corev1.Service) {
 		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 		for i, np := range nodePorts {
@@ -56,9 +56,9 @@ func withETPLocal(nodePorts ...int32) svcOpt {
 	}
 }
 
-func withType(t corev1.ServiceType) svcOpt { return func(s *corev1.Service) { s.Spec.Type = t } }
+func npType(t corev1.ServiceType) npSvcOpt { return func(s *corev1.Service) { s.Spec.Type = t } }
 
-func planSvc(ns, name string, clusterIPs, ingress []string, opts ...svcOpt) *corev1.Service {
+func planSvc(ns, name string, clusterIPs, ingress []string, opts ...npSvcOpt) *corev1.Service {
 	s := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIPs: clusterIPs,
@@ -99,7 +99,7 @@ func planInput(ess []*egressv1.EgressService, svcs []*corev1.Service, eps []*dis
 		ClusterSubnets: planSubnets, Tables: tables, Config: DefaultNodePlanConfig()}
 }
 
-func strs[T fmt.Stringer](xs []T) []string {
+func npStrs[T fmt.Stringer](xs []T) []string {
 	out := []string{}
 	for _, x := range xs {
 		out = append(out, x.String())
@@ -107,7 +107,7 @@ func strs[T fmt.Stringer](xs []T) []string {
 	return out
 }
 
-func reasons(ps Problems) []string {
+func npReasons(ps Problems) []string {
 	out := []string{}
 	for _, p := range ps {
 		out = append(out, p.Key+" "+string(p.Reason))
@@ -138,10 +138,10 @@ func renderNodePlan(o NodePlanOutput) string {
 	return b.String()
 }
 
-func checkGolden(t *testing.T, name, got string) {
+func npCheckGolden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", "nodeplan", name+".golden")
-	if updateGolden() {
+	if npUpdateGolden() {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -160,9 +160,9 @@ func checkGolden(t *testing.T, name, got string) {
 }
 
 var (
-	v4 = discoveryv1.AddressTypeIPv4
-	v6 = discoveryv1.AddressTypeIPv6
-	lb = egressv1.LoadBalancerIP
+	npV4 = discoveryv1.AddressTypeIPv4
+	npV6 = discoveryv1.AddressTypeIPv6
+	npLB = egressv1.LoadBalancerIP
 )
 
 func TestNodePlan(t *testing.T) {
@@ -182,8 +182,8 @@ func TestNodePlan(t *testing.T) {
 			[]*egressv1.EgressService{planES("namespace1", "service1", planNode, "", "")},
 			[]*corev1.Service{planSvc("namespace1", "service1", dual, []string{"5.5.5.5", "5:5::5"})},
 			[]*discoveryv1.EndpointSlice{
-				planSlice("namespace1", "service1", v4, "10.128.0.3@node2", "192.168.18.15@node1", "10.128.1.4@node1"),
-				planSlice("namespace1", "service1", v6, "fe00:10:128::3@node2"),
+				planSlice("namespace1", "service1", npV4, "10.128.0.3@node2", "192.168.18.15@node1", "10.128.1.4@node1"),
+				planSlice("namespace1", "service1", npV6, "fe00:10:128::3@node2"),
 			}, nil),
 		wantSNAT: []string{
 			"v4 10.128.0.3 : 5.5.5.5  # namespace1/service1",
@@ -194,39 +194,39 @@ func TestNodePlan(t *testing.T) {
 	}, {
 		name: "not-hosted-here",
 		in: planInput(
-			[]*egressv1.EgressService{planES("ns", "a", "node2", lb, "100"), planES("ns", "b", "", lb, "")},
+			[]*egressv1.EgressService{planES("ns", "a", "node2", npLB, "100"), planES("ns", "b", "", npLB, "")},
 			[]*corev1.Service{planSvc("ns", "a", dual, []string{"5.5.5.5"}), planSvc("ns", "b", dual, []string{"6.6.6.6"})},
-			[]*discoveryv1.EndpointSlice{planSlice("ns", "a", v4, "10.128.0.3"), planSlice("ns", "b", v4, "10.128.0.4")}, nil),
+			[]*discoveryv1.EndpointSlice{planSlice("ns", "a", npV4, "10.128.0.3"), planSlice("ns", "b", npV4, "10.128.0.4")}, nil),
 	}, {
-		name: "service-missing-not-lb-or-no-ingress",
+		name: "service-missing-not-npLB-or-no-ingress",
 		in: planInput(
 			[]*egressv1.EgressService{
-				planES("ns", "gone", planNode, lb, "100"),
-				planES("ns", "clusterip", planNode, lb, "100"),
-				planES("ns", "noingress", planNode, lb, "100"),
+				planES("ns", "gone", planNode, npLB, "100"),
+				planES("ns", "clusterip", planNode, npLB, "100"),
+				planES("ns", "noingress", planNode, npLB, "100"),
 			},
 			[]*corev1.Service{
-				planSvc("ns", "clusterip", dual, []string{"5.5.5.5"}, withType(corev1.ServiceTypeClusterIP)),
+				planSvc("ns", "clusterip", dual, []string{"5.5.5.5"}, npType(corev1.ServiceTypeClusterIP)),
 				planSvc("ns", "noingress", dual, nil),
 			},
-			[]*discoveryv1.EndpointSlice{planSlice("ns", "gone", v4, "10.128.0.3"), planSlice("ns", "clusterip", v4, "10.128.0.4"),
-				planSlice("ns", "noingress", v4, "10.128.0.5")}, nil),
+			[]*discoveryv1.EndpointSlice{planSlice("ns", "gone", npV4, "10.128.0.3"), planSlice("ns", "clusterip", npV4, "10.128.0.4"),
+				planSlice("ns", "noingress", npV4, "10.128.0.5")}, nil),
 	}, {
 		// ovn-k §4.3 case 3: SNAT plus Network for two services; rules from
 		// endpoints and ClusterIPs, the ETP=Local service gets the sport rule.
 		name: "snat-and-network-two-services",
 		in: planInput(
 			[]*egressv1.EgressService{
-				planES("namespace1", "service1", planNode, lb, "mynetwork"),
-				planES("namespace1", "service2", planNode, lb, "200"),
+				planES("namespace1", "service1", planNode, npLB, "mynetwork"),
+				planES("namespace1", "service2", planNode, npLB, "200"),
 			},
 			[]*corev1.Service{
-				planSvc("namespace1", "service1", []string{"10.96.0.10"}, []string{"5.5.5.5"}, withETPLocal(30300)),
+				planSvc("namespace1", "service1", []string{"10.96.0.10"}, []string{"5.5.5.5"}, npETPLocal(30300)),
 				planSvc("namespace1", "service2", []string{"10.96.0.11"}, []string{"6.6.6.6"}),
 			},
 			[]*discoveryv1.EndpointSlice{
-				planSlice("namespace1", "service1", v4, "10.128.0.3@node1", "192.168.18.15@node1"),
-				planSlice("namespace1", "service2", v4, "10.128.0.4@node2"),
+				planSlice("namespace1", "service1", npV4, "10.128.0.3@node1", "192.168.18.15@node1"),
+				planSlice("namespace1", "service2", npV4, "10.128.0.4@node2"),
 			}, map[string]uint32{"mynetwork": 100}),
 		wantRules: []string{
 			"v4 5000: from 10.96.0.10 lookup 100",
@@ -243,9 +243,9 @@ func TestNodePlan(t *testing.T) {
 	}, {
 		name: "network-name-not-found",
 		in: planInput(
-			[]*egressv1.EgressService{planES("ns", "blue", planNode, lb, "blue"), planES("ns", "ok", planNode, lb, "")},
+			[]*egressv1.EgressService{planES("ns", "blue", planNode, npLB, "blue"), planES("ns", "ok", planNode, npLB, "")},
 			[]*corev1.Service{planSvc("ns", "blue", dual, []string{"5.5.5.5"}), planSvc("ns", "ok", dual, []string{"6.6.6.6"})},
-			[]*discoveryv1.EndpointSlice{planSlice("ns", "blue", v4, "10.128.0.3"), planSlice("ns", "ok", v4, "10.128.0.4")},
+			[]*discoveryv1.EndpointSlice{planSlice("ns", "blue", npV4, "10.128.0.3"), planSlice("ns", "ok", npV4, "10.128.0.4")},
 			map[string]uint32{"red": 100}),
 		wantSNAT:     []string{"v4 10.128.0.4 : 6.6.6.6  # ns/ok"},
 		wantReport:   []string{"ns/ok"},
@@ -253,9 +253,9 @@ func TestNodePlan(t *testing.T) {
 	}, {
 		name: "network-invalid-number",
 		in: planInput(
-			[]*egressv1.EgressService{planES("ns", "zero", planNode, lb, "0"), planES("ns", "huge", planNode, lb, "4294967296")},
+			[]*egressv1.EgressService{planES("ns", "zero", planNode, npLB, "0"), planES("ns", "huge", planNode, npLB, "4294967296")},
 			[]*corev1.Service{planSvc("ns", "zero", dual, []string{"5.5.5.5"}), planSvc("ns", "huge", dual, []string{"6.6.6.6"})},
-			[]*discoveryv1.EndpointSlice{planSlice("ns", "zero", v4, "10.128.0.3"), planSlice("ns", "huge", v4, "10.128.0.4")}, nil),
+			[]*discoveryv1.EndpointSlice{planSlice("ns", "zero", npV4, "10.128.0.3"), planSlice("ns", "huge", npV4, "10.128.0.4")}, nil),
 		wantProblems: []string{"ns/huge InvalidNetwork", "ns/zero InvalidNetwork"},
 	}, {
 		// ovn-k §4.3 case 4: host ALL → rules for this node's endpoints, the
@@ -263,10 +263,10 @@ func TestNodePlan(t *testing.T) {
 		name: "network-host-all-local-endpoints-only",
 		in: planInput(
 			[]*egressv1.EgressService{planES("namespace1", "service1", HostAll, egressv1.Network, "mynetwork")},
-			[]*corev1.Service{planSvc("namespace1", "service1", dual, []string{"5.5.5.5", "5:5::5"}, withETPLocal(30300))},
+			[]*corev1.Service{planSvc("namespace1", "service1", dual, []string{"5.5.5.5", "5:5::5"}, npETPLocal(30300))},
 			[]*discoveryv1.EndpointSlice{
-				planSlice("namespace1", "service1", v4, "10.128.0.3@node1", "10.128.0.4@node2", "10.128.0.5", "192.168.18.15@node1"),
-				planSlice("namespace1", "service1", v6, "fe00:10:128::3@node1", "fe00:10:128::4@node2"),
+				planSlice("namespace1", "service1", npV4, "10.128.0.3@node1", "10.128.0.4@node2", "10.128.0.5", "192.168.18.15@node1"),
+				planSlice("namespace1", "service1", npV6, "fe00:10:128::3@node1", "fe00:10:128::4@node2"),
 			}, map[string]uint32{"mynetwork": 100}),
 		wantRules: []string{
 			"v4 5000: from 10.96.0.10 lookup 100",
@@ -282,16 +282,16 @@ func TestNodePlan(t *testing.T) {
 		in: planInput(
 			[]*egressv1.EgressService{planES("ns", "n", HostAll, egressv1.Network, "")},
 			[]*corev1.Service{planSvc("ns", "n", dual, []string{"5.5.5.5"})},
-			[]*discoveryv1.EndpointSlice{planSlice("ns", "n", v4, "10.128.0.3@node1")}, nil),
+			[]*discoveryv1.EndpointSlice{planSlice("ns", "n", npV4, "10.128.0.3@node1")}, nil),
 		wantReport: []string{"ns/n"},
 	}, {
 		// Only families with an ingress IP are SNATed and get node-port rules;
 		// their endpoints are what the master reroutes (AgentEndpoints).
 		name: "family-without-ingress-ip",
 		in: planInput(
-			[]*egressv1.EgressService{planES("ns", "v4only", planNode, lb, "100")},
-			[]*corev1.Service{planSvc("ns", "v4only", dual, []string{"5.5.5.5"}, withETPLocal(30300, 30301))},
-			[]*discoveryv1.EndpointSlice{planSlice("ns", "v4only", v4, "10.128.0.3"), planSlice("ns", "v4only", v6, "fe00::3")}, nil),
+			[]*egressv1.EgressService{planES("ns", "v4only", planNode, npLB, "100")},
+			[]*corev1.Service{planSvc("ns", "v4only", dual, []string{"5.5.5.5"}, npETPLocal(30300, 30301))},
+			[]*discoveryv1.EndpointSlice{planSlice("ns", "v4only", npV4, "10.128.0.3"), planSlice("ns", "v4only", npV6, "fe00::3")}, nil),
 		wantRules: []string{
 			"v4 5000: from 10.96.0.10 lookup 100",
 			"v4 5000: from 10.128.0.3 lookup 100",
@@ -306,18 +306,18 @@ func TestNodePlan(t *testing.T) {
 		in: planInput(
 			[]*egressv1.EgressService{planES("ns", "n", planNode, egressv1.Network, "7")},
 			[]*corev1.Service{planSvc("ns", "n", []string{"10.96.0.10"}, []string{"5.5.5.5"})},
-			[]*discoveryv1.EndpointSlice{planSlice("ns", "n", v4, "10.128.0.3")}, nil),
+			[]*discoveryv1.EndpointSlice{planSlice("ns", "n", npV4, "10.128.0.3")}, nil),
 		wantRules:  []string{"v4 5000: from 10.96.0.10 lookup 7", "v4 5000: from 10.128.0.3 lookup 7"},
 		wantReport: []string{"ns/n"},
 	}, {
 		// One pod IP in two services hosted here: "a/x" < "b/y" keeps it.
 		name: "shared-endpoint-first-key-wins",
 		in: planInput(
-			[]*egressv1.EgressService{planES("b", "y", planNode, lb, "200"), planES("a", "x", planNode, lb, "100")},
+			[]*egressv1.EgressService{planES("b", "y", planNode, npLB, "200"), planES("a", "x", planNode, npLB, "100")},
 			[]*corev1.Service{planSvc("a", "x", []string{"10.96.0.10"}, []string{"5.5.5.5"}),
 				planSvc("b", "y", []string{"10.96.0.11"}, []string{"6.6.6.6"})},
-			[]*discoveryv1.EndpointSlice{planSlice("a", "x", v4, "10.128.0.3"),
-				planSlice("b", "y", v4, "10.128.0.3", "10.128.0.4")}, nil),
+			[]*discoveryv1.EndpointSlice{planSlice("a", "x", npV4, "10.128.0.3"),
+				planSlice("b", "y", npV4, "10.128.0.3", "10.128.0.4")}, nil),
 		wantRules: []string{
 			"v4 5000: from 10.96.0.10 lookup 100",
 			"v4 5000: from 10.96.0.11 lookup 200",
@@ -334,10 +334,10 @@ func TestNodePlan(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out := NodePlan(tc.in)
-			if got := strs(out.Desired.Rules); !slices.Equal(got, nonNil(tc.wantRules)) {
+			if got := npStrs(out.Desired.Rules); !slices.Equal(got, npNonNil(tc.wantRules)) {
 				t.Errorf("rules:\ngot  %q\nwant %q", got, tc.wantRules)
 			}
-			if got := strs(out.Desired.SNAT); !slices.Equal(got, nonNil(tc.wantSNAT)) {
+			if got := npStrs(out.Desired.SNAT); !slices.Equal(got, npNonNil(tc.wantSNAT)) {
 				t.Errorf("snat:\ngot  %q\nwant %q", got, tc.wantSNAT)
 			}
 			var keys []string
@@ -348,10 +348,10 @@ func TestNodePlan(t *testing.T) {
 			if !slices.Equal(keys, tc.wantReport) {
 				t.Errorf("report keys: got %q; want %q", keys, tc.wantReport)
 			}
-			if got := reasons(out.Problems); !slices.Equal(got, nonNil(tc.wantProblems)) {
+			if got := npReasons(out.Problems); !slices.Equal(got, npNonNil(tc.wantProblems)) {
 				t.Errorf("problems: got %q; want %q", got, tc.wantProblems)
 			}
-			checkGolden(t, tc.name, renderNodePlan(out))
+			npCheckGolden(t, tc.name, renderNodePlan(out))
 			// Pure: the same input gives the same output.
 			if again := renderNodePlan(NodePlan(tc.in)); again != renderNodePlan(out) {
 				t.Errorf("plan is not deterministic")
@@ -360,7 +360,7 @@ func TestNodePlan(t *testing.T) {
 	}
 }
 
-func nonNil(s []string) []string {
+func npNonNil(s []string) []string {
 	if s == nil {
 		return []string{}
 	}
@@ -372,10 +372,10 @@ func nonNil(s []string) []string {
 // EndpointsHash of AgentEndpoints.
 func TestNodePlanReportMatchesMaster(t *testing.T) {
 	svc := planSvc("ns", "s", []string{"10.96.0.10"}, []string{"5.5.5.5", "5:5::5"})
-	sl := []*discoveryv1.EndpointSlice{planSlice("ns", "s", v4, "10.128.0.3@node2", "10.128.0.4@node1"),
-		planSlice("ns", "s", v6, "fe00::3@node1")}
+	sl := []*discoveryv1.EndpointSlice{planSlice("ns", "s", npV4, "10.128.0.3@node2", "10.128.0.4@node1"),
+		planSlice("ns", "s", npV6, "fe00::3@node1")}
 	for _, host := range []string{planNode, HostAll} {
-		es := planES("ns", "s", host, lb, "100")
+		es := planES("ns", "s", host, npLB, "100")
 		out := NodePlan(planInput([]*egressv1.EgressService{es}, []*corev1.Service{svc}, sl, nil))
 		ingress, _ := IngressIPs(svc)
 		eps := ServiceEndpoints(svc, sl, planSubnets)
@@ -395,10 +395,10 @@ func TestNodePlanReportMatchesMaster(t *testing.T) {
 // and deletes).
 func TestNodePlanSequences(t *testing.T) {
 	tables := map[string]uint32{"mynetwork": 100}
-	es := planES("namespace1", "service1", planNode, lb, "mynetwork")
-	sl := []*discoveryv1.EndpointSlice{planSlice("namespace1", "service1", v4, "10.128.0.3@node1")}
+	es := planES("namespace1", "service1", planNode, npLB, "mynetwork")
+	sl := []*discoveryv1.EndpointSlice{planSlice("namespace1", "service1", npV4, "10.128.0.3@node1")}
 	cluster := planSvc("namespace1", "service1", []string{"10.96.0.10"}, []string{"5.5.5.5"})
-	local := planSvc("namespace1", "service1", []string{"10.96.0.10"}, []string{"5.5.5.5"}, withETPLocal(30300))
+	local := planSvc("namespace1", "service1", []string{"10.96.0.10"}, []string{"5.5.5.5"}, npETPLocal(30300))
 	plan := func(ess []*egressv1.EgressService, svc *corev1.Service) NodeState {
 		return NodePlan(planInput(ess, []*corev1.Service{svc}, sl, tables)).Desired
 	}
@@ -415,7 +415,7 @@ func TestNodePlanSequences(t *testing.T) {
 		// ovn-k §4.3 case 5.
 		{name: "ETP Cluster -> Local", state: plan(one, local), add: []string{"v4 5000: from 169.254.169.3 sport 30300 lookup 100"}},
 		{name: "ETP Local -> Cluster", state: plan(one, cluster), del: []string{"v4 5000: from 169.254.169.3 sport 30300 lookup 100"}},
-		{name: "network changes", state: NodePlan(planInput([]*egressv1.EgressService{planES("namespace1", "service1", planNode, lb, "200")},
+		{name: "network changes", state: NodePlan(planInput([]*egressv1.EgressService{planES("namespace1", "service1", planNode, npLB, "200")},
 			[]*corev1.Service{cluster}, sl, tables)).Desired,
 			add: []string{"v4 5000: from 10.96.0.10 lookup 200", "v4 5000: from 10.128.0.3 lookup 200"},
 			del: []string{"v4 5000: from 10.96.0.10 lookup 100", "v4 5000: from 10.128.0.3 lookup 100"}},
@@ -425,17 +425,17 @@ func TestNodePlanSequences(t *testing.T) {
 	}
 	var prev NodeState
 	for _, s := range steps {
-		add, del := stateDiff(prev, s.state)
-		if !slices.Equal(add, nonNil(s.add)) || !slices.Equal(del, nonNil(s.del)) {
+		add, del := npStateDiff(prev, s.state)
+		if !slices.Equal(add, npNonNil(s.add)) || !slices.Equal(del, npNonNil(s.del)) {
 			t.Errorf("%s:\nadd %q; want %q\ndel %q; want %q", s.name, add, s.add, del, s.del)
 		}
 		prev = s.state
 	}
 }
 
-func stateDiff(a, b NodeState) (add, del []string) {
-	as := append(strs(a.Rules), strs(a.SNAT)...)
-	bs := append(strs(b.Rules), strs(b.SNAT)...)
+func npStateDiff(a, b NodeState) (add, del []string) {
+	as := append(npStrs(a.Rules), npStrs(a.SNAT)...)
+	bs := append(npStrs(b.Rules), npStrs(b.SNAT)...)
 	add, del = []string{}, []string{}
 	for _, x := range bs {
 		if !slices.Contains(as, x) {
@@ -452,10 +452,10 @@ func stateDiff(a, b NodeState) (add, del []string) {
 
 func TestNodePlanReportReached(t *testing.T) {
 	out := NodePlan(planInput(
-		[]*egressv1.EgressService{planES("ns", "a", planNode, lb, "100"), planES("ns", "b", planNode, lb, "")},
+		[]*egressv1.EgressService{planES("ns", "a", planNode, npLB, "100"), planES("ns", "b", planNode, npLB, "")},
 		[]*corev1.Service{planSvc("ns", "a", []string{"10.96.0.10"}, []string{"5.5.5.5"}),
 			planSvc("ns", "b", []string{"10.96.0.11"}, []string{"6.6.6.6"})},
-		[]*discoveryv1.EndpointSlice{planSlice("ns", "a", v4, "10.128.0.3"), planSlice("ns", "b", v4, "10.128.0.4")}, nil))
+		[]*discoveryv1.EndpointSlice{planSlice("ns", "a", npV4, "10.128.0.3"), planSlice("ns", "b", npV4, "10.128.0.4")}, nil))
 	// Everything but a's ClusterIP rule was reached: only b is ready.
 	reached := out.Desired
 	reached.Rules = slices.DeleteFunc(slices.Clone(reached.Rules), func(r IPRule) bool { return r.Src.Addr().String() == "10.96.0.10" })
@@ -501,8 +501,8 @@ func TestNodePlanNetworkTable(t *testing.T) {
 			t.Errorf("NetworkTable(%q) = %d, %v, %v; want %d, %v, err=%v", tc.in, table, numeric, err, tc.table, tc.numeric, tc.err)
 		}
 	}
-	ess := []*egressv1.EgressService{planES("ns", "a", planNode, lb, "blue"), planES("ns", "b", HostAll, lb, "red"),
-		planES("ns", "c", "node2", lb, "green"), planES("ns", "d", planNode, lb, "100"), planES("ns", "e", planNode, lb, "blue")}
+	ess := []*egressv1.EgressService{planES("ns", "a", planNode, npLB, "blue"), planES("ns", "b", HostAll, npLB, "red"),
+		planES("ns", "c", "node2", npLB, "green"), planES("ns", "d", planNode, npLB, "100"), planES("ns", "e", planNode, npLB, "blue")}
 	if got := NodeNetworkNames(planNode, ess); !slices.Equal(got, []string{"blue", "red"}) {
 		t.Errorf("NodeNetworkNames = %q; want [blue red]", got)
 	}
