@@ -198,7 +198,7 @@ func TestNodePlan(t *testing.T) {
 			[]*corev1.Service{planSvc("ns", "a", dual, []string{"5.5.5.5"}), planSvc("ns", "b", dual, []string{"6.6.6.6"})},
 			[]*discoveryv1.EndpointSlice{planSlice("ns", "a", npV4, "10.128.0.3"), planSlice("ns", "b", npV4, "10.128.0.4")}, nil),
 	}, {
-		name: "service-missing-not-npLB-or-no-ingress",
+		name: "service-missing-not-lb-or-no-ingress",
 		in: planInput(
 			[]*egressv1.EgressService{
 				planES("ns", "gone", planNode, npLB, "100"),
