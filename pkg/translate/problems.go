@@ -31,9 +31,9 @@ const (
 // have to act on. Problems never stop the translation of other services.
 type Problem struct {
 	// Key is "namespace/name" of the EgressService, or "node/<name>".
-	Key     string
-	Reason  Reason
-	Message string
+	Key     string `json:"key"`
+	Reason  Reason `json:"reason"`
+	Message string `json:"message"`
 }
 
 func (p Problem) String() string { return fmt.Sprintf("%s: %s: %s", p.Key, p.Reason, p.Message) }

@@ -1,0 +1,161 @@
+package translate
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+)
+
+// Backend says where the SNAT to the load-balancer IP happens.
+type Backend string
+
+const (
+	// BackendHost (the default): the node agent SNATs on the host; NB only
+	// reroutes to the host's management port.
+	BackendHost Backend = "host"
+	// BackendOVN: snat NAT rows on the host's gateway router; no agent needed.
+	BackendOVN Backend = "ovn"
+)
+
+// Unassigned traffic policies (--unassigned-traffic).
+const (
+	UnassignedAllow = "allow"
+	UnassignedDrop  = "drop"
+)
+
+// Config holds the cluster facts and knobs translation depends on.
+type Config struct {
+	ClusterSubnets []netip.Prefix
+	JoinSubnets    []netip.Prefix
+	ServiceCIDRs   []netip.Prefix
+	// ReroutePriority is the priority of reroute (and drop) policies (101).
+	ReroutePriority int
+	// AllowPriority is the priority of the allow policies that keep traffic
+	// to the cluster, join, service and node networks from being rerouted (102).
+	AllowPriority int
+	Backend       Backend
+	// UnassignedTraffic is "allow" (endpoints without a working host leave as
+	// usual, with their node's address) or "drop" (fail closed).
+	UnassignedTraffic string
+	// AssumeAgentsReady treats every node agent as having reported every
+	// service (offline translation).
+	AssumeAgentsReady bool
+}
+
+// DefaultConfig returns ovn-kubernetes' defaults: cluster 10.244.0.0/16,
+// join 100.64.0.0/16 and fd98::/64, services 10.96.0.0/16, priorities 101/102.
+func DefaultConfig() Config {
+	return Config{
+		ClusterSubnets:    []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+		JoinSubnets:       []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16"), netip.MustParsePrefix("fd98::/64")},
+		ServiceCIDRs:      []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")},
+		ReroutePriority:   101,
+		AllowPriority:     102,
+		Backend:           BackendHost,
+		UnassignedTraffic: UnassignedAllow,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if len(c.ClusterSubnets) == 0 {
+		return fmt.Errorf("no cluster subnets")
+	}
+	for _, p := range [][]netip.Prefix{c.ClusterSubnets, c.JoinSubnets, c.ServiceCIDRs} {
+		for _, s := range p {
+			if !s.IsValid() {
+				return fmt.Errorf("invalid subnet %v", s)
+			}
+		}
+	}
+	if c.ReroutePriority < 0 || c.ReroutePriority > 32767 || c.AllowPriority < 0 || c.AllowPriority > 32767 {
+		return fmt.Errorf("policy priorities must be within 0..32767")
+	}
+	if c.AllowPriority <= c.ReroutePriority {
+		return fmt.Errorf("allow priority (%d) must be above the reroute priority (%d)", c.AllowPriority, c.ReroutePriority)
+	}
+	if c.Backend != BackendHost && c.Backend != BackendOVN {
+		return fmt.Errorf("unknown SNAT backend %q (want host or ovn)", c.Backend)
+	}
+	if c.UnassignedTraffic != UnassignedAllow && c.UnassignedTraffic != UnassignedDrop {
+		return fmt.Errorf("unknown unassigned-traffic policy %q (want allow or drop)", c.UnassignedTraffic)
+	}
+	return nil
+}
+
+// Families are the IP families of the cluster subnets, in ipfamily.All order.
+func (c Config) Families() []ipfamily.Family {
+	var out []ipfamily.Family
+	for _, f := range ipfamily.All {
+		for _, s := range c.ClusterSubnets {
+			if ipfamily.OfPrefix(s) == f {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// GatewayInfo are the facts about a node's gateway router read from NB.
+type GatewayInfo struct {
+	// JoinIPs are the addresses of port rtoj-GR_<node>.
+	JoinIPs map[ipfamily.Family]netip.Addr
+	// NATAddressesRouter is true when the GR's external switch port has
+	// options:nat-addresses=router (moved SNAT addresses get announced).
+	NATAddressesRouter bool
+	// ExternalPortKnown is false when no etor-GR_<node> port was found.
+	ExternalPortKnown bool
+}
+
+// Input is everything one translation reads.
+type Input struct {
+	Config         Config
+	EgressServices []*egressv1.EgressService
+	// Services by "namespace/name".
+	Services map[string]*corev1.Service
+	// EndpointSlices by the "namespace/name" of their Service.
+	EndpointSlices map[string][]*discoveryv1.EndpointSlice
+	// Nodes by name.
+	Nodes map[string]*NodeInfo
+	// Gateways by node name, read from NB; a node without an entry falls back
+	// to the join IPs of its annotations.
+	Gateways map[string]GatewayInfo
+	// Current holds the addresses of ovn-egress's address sets as NB has them
+	// now, by address-set name. A service whose agent report is behind keeps
+	// its endpoints that are already there, and gains new ones only once the
+	// report catches up.
+	Current map[string][]string
+	// Only, when set, limits the output to these keys (the rest of the input
+	// is still read, for conflicts between services).
+	Only map[Key]bool
+}
+
+// EgressServiceKey is "namespace/name".
+func EgressServiceKey(es *egressv1.EgressService) string { return es.Namespace + "/" + es.Name }
+
+func sortedEgressServices(in []*egressv1.EgressService) []*egressv1.EgressService {
+	out := slices.Clone(in)
+	slices.SortFunc(out, func(a, b *egressv1.EgressService) int {
+		if a.Namespace != b.Namespace {
+			if a.Namespace < b.Namespace {
+				return -1
+			}
+			return 1
+		}
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return out
+}

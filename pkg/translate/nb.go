@@ -1,0 +1,493 @@
+package translate
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+)
+
+// UnassignedKey holds the drop rows of --unassigned-traffic=drop.
+const UnassignedKey Key = "unassigned"
+
+// unassignedName is the k8s.ovn.org/name of the unassigned-traffic rows.
+const unassignedName = "unassigned"
+
+// Desired is the outcome of a translation: the rows per key and the problems.
+type Desired struct {
+	Rows     map[Key]*Rows
+	Problems Problems
+}
+
+// Keys returns the keys that have rows, sorted.
+func (d *Desired) Keys() []Key {
+	out := make([]Key, 0, len(d.Rows))
+	for k := range d.Rows {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Count returns the number of rows per table name.
+func (d *Desired) Count() (addressSets, policies, nats, addresses int) {
+	for _, r := range d.Rows {
+		addressSets += len(r.AddressSets)
+		policies += len(r.Policies)
+		nats += len(r.NATs)
+		for _, as := range r.AddressSets {
+			addresses += len(as.Addresses)
+		}
+	}
+	return
+}
+
+type mode int
+
+const (
+	modeNone    mode = iota // no host: nothing rerouted
+	modeHost                // LoadBalancerIP, SNAT by the node agent
+	modeGateway             // LoadBalancerIP, SNAT by NAT rows on GR_<host>
+	modeNetwork             // sourceIPBy=Network, host ALL
+)
+
+// service is one EgressService with everything resolved about it.
+type service struct {
+	key     string
+	es      *egressv1.EgressService
+	svc     *corev1.Service
+	eps     []Endpoint // after conflicts are resolved
+	allEps  []Endpoint // as the Service has them (what the agent hashes)
+	ingress map[ipfamily.Family]netip.Addr
+	mode    mode
+	host    *NodeInfo
+}
+
+// setKey names one reroute address set: (node, owner type, family).
+type setKey struct {
+	node   string
+	owner  string
+	family ipfamily.Family
+}
+
+type setAcc struct {
+	nexthop netip.Addr
+	addrs   map[netip.Addr]bool
+	nats    map[netip.Addr]netip.Addr // endpoint -> SNAT address (gateway path)
+	natSvc  map[netip.Addr]string
+}
+
+type translator struct {
+	in       Input
+	d        *Desired
+	sets     map[setKey]*setAcc
+	rerouted map[netip.Addr]bool
+	reported map[string]bool // problem de-duplication
+}
+
+// Translate computes the desired NB rows of the whole input (restricted to
+// in.Only when set). It is deterministic: the same input gives the same rows
+// in the same order.
+func Translate(in Input) *Desired {
+	t := &translator{in: in, d: &Desired{Rows: map[Key]*Rows{}}, sets: map[setKey]*setAcc{},
+		rerouted: map[netip.Addr]bool{}, reported: map[string]bool{}}
+	var svcs []*service
+	for _, es := range sortedEgressServices(in.EgressServices) {
+		svcs = append(svcs, t.resolve(es))
+	}
+	t.resolveConflicts(svcs)
+	for _, s := range svcs {
+		switch s.mode {
+		case modeHost, modeGateway:
+			t.addHosted(s)
+		case modeNetwork:
+			t.addNetwork(s)
+		}
+	}
+	if in.Config.UnassignedTraffic == UnassignedDrop {
+		t.addUnassigned(svcs)
+	}
+	t.emitSets()
+	t.emitNodeIPs()
+	for k, r := range t.d.Rows {
+		if in.Only != nil && !in.Only[k] {
+			delete(t.d.Rows, k)
+			continue
+		}
+		r.sort()
+	}
+	slices.SortStableFunc(t.d.Problems, func(a, b Problem) int { return strings.Compare(a.Key, b.Key) })
+	return t.d
+}
+
+func (t *translator) problem(key string, r Reason, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	id := key + "\x00" + string(r) + "\x00" + msg
+	if t.reported[id] {
+		return
+	}
+	t.reported[id] = true
+	t.d.Problems = append(t.d.Problems, Problem{Key: key, Reason: r, Message: msg})
+}
+
+// resolve finds the Service, endpoints, ingress IPs and mode of one EgressService.
+func (t *translator) resolve(es *egressv1.EgressService) *service {
+	s := &service{key: EgressServiceKey(es), es: es}
+	s.svc = t.in.Services[s.key]
+	switch {
+	case s.svc == nil:
+		t.problem(s.key, ReasonServiceNotFound, "Service %s not found", s.key)
+		return s
+	case !IsLoadBalancer(s.svc):
+		t.problem(s.key, ReasonServiceNotLoadBalancer, "Service %s is of type %s, not LoadBalancer", s.key, s.svc.Spec.Type)
+		return s
+	}
+	s.eps = ServiceEndpoints(s.svc, t.in.EndpointSlices[s.key], t.in.Config.ClusterSubnets)
+	s.allEps = s.eps
+	if len(s.eps) == 0 {
+		t.problem(s.key, ReasonNoEndpoints, "Service %s has no cluster-networked endpoints", s.key)
+		return s
+	}
+	host := es.Status.Host
+	if es.Spec.SourceIPBy == egressv1.Network {
+		if host != egressv1.HostAll {
+			t.problem(s.key, ReasonNoHost, "sourceIPBy is Network but status.host is %q, not ALL", host)
+			return s
+		}
+		s.mode = modeNetwork
+		return s
+	}
+	var multiple []ipfamily.Family
+	s.ingress, multiple = IngressIPs(s.svc)
+	for _, f := range multiple {
+		t.problem(s.key, ReasonMultipleIngressIPs, "Service %s has more than one %s ingress IP; %s is used", s.key, f.Name(), s.ingress[f])
+	}
+	if len(s.ingress) == 0 {
+		t.problem(s.key, ReasonNoIngressIP, "Service %s has no load-balancer ingress IP", s.key)
+		return s
+	}
+	switch n := t.in.Nodes[host]; {
+	case host == "":
+		t.problem(s.key, ReasonNoHost, "no host is assigned (status.host is empty)")
+	case host == egressv1.HostAll || n == nil:
+		t.problem(s.key, ReasonUnknownHost, "status.host %q is not a known node", host)
+	default:
+		s.host = n
+		s.mode = modeHost
+		if t.in.Config.Backend == BackendOVN && es.Spec.Network == "" && n.SharedGateway() {
+			s.mode = modeGateway
+		}
+	}
+	return s
+}
+
+// resolveConflicts gives an endpoint address claimed by several
+// EgressServices to the lexically first namespace/name, and removes it from
+// the others (which are told so).
+func (t *translator) resolveConflicts(svcs []*service) {
+	owner := map[netip.Addr]string{}
+	for _, s := range svcs {
+		kept := s.eps[:0:0]
+		for _, e := range s.eps {
+			if o, ok := owner[e.IP]; ok && o != s.key {
+				t.problem(s.key, ReasonSharedEndpoint, "endpoint %s also backs EgressService %s, which takes precedence", e.IP, o)
+				continue
+			}
+			owner[e.IP] = s.key
+			kept = append(kept, e)
+		}
+		s.eps = kept
+	}
+}
+
+func (t *translator) set(k setKey, nexthop netip.Addr) *setAcc {
+	a := t.sets[k]
+	if a == nil {
+		a = &setAcc{nexthop: nexthop, addrs: map[netip.Addr]bool{}}
+		t.sets[k] = a
+	}
+	return a
+}
+
+// addHosted adds a LoadBalancerIP service's endpoints to its host's set
+// (host or gateway path), family by family.
+func (t *translator) addHosted(s *service) {
+	owner := OwnerHost
+	if s.mode == modeGateway {
+		owner = OwnerGateway
+		if gw, ok := t.in.Gateways[s.host.Name]; ok && gw.ExternalPortKnown && !gw.NATAddressesRouter {
+			t.problem(s.key, ReasonNATAddressesNotRouter,
+				"port etor-%s lacks options:nat-addresses=router; moved SNAT addresses are not announced", GatewayRouter(s.host.Name))
+		}
+	}
+	byFamily := map[ipfamily.Family][]Endpoint{}
+	for _, e := range s.eps {
+		byFamily[ipfamily.Of(e.IP)] = append(byFamily[ipfamily.Of(e.IP)], e)
+	}
+	var eligible map[netip.Addr]bool
+	for _, f := range t.in.Config.Families() {
+		eps := byFamily[f]
+		ingress, ok := s.ingress[f]
+		if !ok {
+			if len(eps) > 0 {
+				t.problem(s.key, ReasonFamilyWithoutIngressIP, "Service %s has %s endpoints but no %s ingress IP; they are not rerouted", s.key, f.Name(), f.Name())
+			}
+			continue
+		}
+		nexthop, ok := t.nexthop(s.key, s.host, owner, f)
+		if !ok {
+			continue
+		}
+		acc := t.set(setKey{s.host.Name, owner, f}, nexthop)
+		if owner == OwnerHost && eligible == nil {
+			eligible = t.eligible(s, s.host, s.eps, AddressSetName(setID(OwnerHost, s.host.Name, f)), AddressSetName(setID(OwnerHost, s.host.Name, otherFamily(f))))
+		}
+		for _, e := range eps {
+			if owner == OwnerHost && !eligible[e.IP] {
+				continue
+			}
+			acc.addrs[e.IP] = true
+			t.rerouted[e.IP] = true
+			if owner == OwnerGateway {
+				if acc.nats == nil {
+					acc.nats, acc.natSvc = map[netip.Addr]netip.Addr{}, map[netip.Addr]string{}
+				}
+				acc.nats[e.IP], acc.natSvc[e.IP] = ingress, s.key
+			}
+		}
+	}
+}
+
+// addNetwork reroutes each node's own endpoints of a Network-mode service to
+// that node's management port, for nodes in shared gateway mode (in local
+// gateway mode the traffic already leaves through the host).
+func (t *translator) addNetwork(s *service) {
+	byNode := map[string][]Endpoint{}
+	for _, e := range s.eps {
+		byNode[e.Node] = append(byNode[e.Node], e)
+	}
+	nodes := make([]string, 0, len(byNode))
+	for n := range byNode {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	for _, name := range nodes {
+		n := t.in.Nodes[name]
+		if n == nil || !n.SharedGateway() {
+			continue
+		}
+		eps := byNode[name]
+		var eligible map[netip.Addr]bool
+		for _, f := range t.in.Config.Families() {
+			nexthop, ok := t.nexthop(s.key, n, OwnerNetwork, f)
+			if !ok {
+				continue
+			}
+			acc := t.set(setKey{name, OwnerNetwork, f}, nexthop)
+			if eligible == nil {
+				eligible = t.eligible(s, n, eps, AddressSetName(setID(OwnerNetwork, name, f)), AddressSetName(setID(OwnerNetwork, name, otherFamily(f))))
+			}
+			for _, e := range eps {
+				if ipfamily.Of(e.IP) == f && eligible[e.IP] {
+					acc.addrs[e.IP] = true
+					t.rerouted[e.IP] = true
+				}
+			}
+		}
+	}
+}
+
+// nexthop returns where a set of this owner type on node n reroutes to.
+func (t *translator) nexthop(svcKey string, n *NodeInfo, owner string, f ipfamily.Family) (netip.Addr, bool) {
+	if owner == OwnerGateway {
+		if gw, ok := t.in.Gateways[n.Name]; ok {
+			if ip, ok := gw.JoinIPs[f]; ok {
+				return ip, true
+			}
+		}
+		if ip, ok := n.JoinIPs[f]; ok {
+			return ip, true
+		}
+		t.problem(svcKey, ReasonGatewayNotFound, "no %s join address for %s (NB port rtoj-%s or annotation %s)", f.Name(), GatewayRouter(n.Name), GatewayRouter(n.Name), AnnotGRLRPIfAddr)
+		return netip.Addr{}, false
+	}
+	if ip, ok := n.MgmtIPs[f]; ok {
+		return ip, true
+	}
+	t.problem(svcKey, ReasonNodeAnnotationMissing, "node %s has no %s subnet in %s", n.Name, f.Name(), AnnotNodeSubnets)
+	return netip.Addr{}, false
+}
+
+// eligible returns the endpoints that may be rerouted to node n now, by the
+// readiness handshake: all of them when n's agent reported this service with
+// the expected SNAT addresses, network and endpoints; when the report is
+// behind, only those already in n's sets (names given); none without a report.
+func (t *translator) eligible(s *service, n *NodeInfo, eps []Endpoint, setNames ...string) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	if t.in.Config.AssumeAgentsReady {
+		for _, e := range eps {
+			out[e.IP] = true
+		}
+		return out
+	}
+	r, ok := n.Report[s.key]
+	if !ok {
+		t.problem(s.key, ReasonAgentNotReady, "the node agent on %s has not reported this service programmed yet", n.Name)
+		return out
+	}
+	want := EndpointsHash(AgentEndpoints(s.es.Status.Host, n.Name, s.allEps, s.ingress))
+	current := map[netip.Addr]bool{}
+	for _, name := range setNames {
+		for _, a := range t.in.Current[name] {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				current[ipfamily.Canonical(ip)] = true
+			}
+		}
+	}
+	matches := r.Network == s.es.Spec.Network && slices.Equal(r.IngressIPs, ReportIPs(s.ingress)) && r.Endpoints == want
+	if !matches {
+		t.problem(s.key, ReasonAgentNotReady, "the node agent on %s has not caught up with this service yet; new endpoints wait", n.Name)
+	}
+	for _, e := range eps {
+		if matches || current[e.IP] {
+			out[e.IP] = true
+		}
+	}
+	return out
+}
+
+// addUnassigned puts every endpoint of a LoadBalancerIP EgressService that
+// is rerouted nowhere (no host, host not ready, family without ingress IP)
+// into the drop sets: fail closed.
+func (t *translator) addUnassigned(svcs []*service) {
+	for _, s := range svcs {
+		if s.es.Spec.SourceIPBy == egressv1.Network || s.svc == nil || !IsLoadBalancer(s.svc) {
+			continue
+		}
+		dropped := 0
+		for _, e := range s.eps {
+			if t.rerouted[e.IP] {
+				continue
+			}
+			f := ipfamily.Of(e.IP)
+			t.set(setKey{unassignedName, OwnerUnassigned, f}, netip.Addr{}).addrs[e.IP] = true
+			dropped++
+		}
+		if dropped > 0 {
+			t.problem(s.key, ReasonUnassignedTrafficDrop, "%d endpoint(s) have no working host; their traffic leaving the cluster is dropped (--unassigned-traffic=drop)", dropped)
+		}
+	}
+	// The drop policy exists for every family even when empty, so that it
+	// does not come and go with endpoints.
+	for _, f := range t.in.Config.Families() {
+		t.set(setKey{unassignedName, OwnerUnassigned, f}, netip.Addr{})
+	}
+}
+
+func setID(owner, name string, f ipfamily.Family) string {
+	return ownerIDs(owner, name, f)[KeyID]
+}
+
+func otherFamily(f ipfamily.Family) ipfamily.Family {
+	if f == ipfamily.V4 {
+		return ipfamily.V6
+	}
+	return ipfamily.V4
+}
+
+func (t *translator) rows(k Key) *Rows {
+	r := t.d.Rows[k]
+	if r == nil {
+		r = &Rows{}
+		t.d.Rows[k] = r
+	}
+	return r
+}
+
+// emitSets turns every accumulated set into its Address_Set, its reroute
+// (or drop) policy, its allow policy and, on the gateway path, its NAT rows.
+func (t *translator) emitSets() {
+	cfg := t.in.Config
+	for k, acc := range t.sets {
+		key := NodeKey(k.node)
+		if k.owner == OwnerUnassigned {
+			key = UnassignedKey
+		}
+		r := t.rows(key)
+		ids := ownerIDs(k.owner, k.node, k.family)
+		name := AddressSetName(ids[KeyID])
+		r.AddressSets = append(r.AddressSets, AddressSet{Name: name, Addresses: addrStrings(acc.addrs), ExternalIDs: ids})
+		src := fmt.Sprintf("%s.src == $%s", k.family.OVNMatch(), name)
+		main := Policy{Router: ClusterRouter, Priority: cfg.ReroutePriority, Match: src, Action: ActionReroute,
+			Nexthops: []string{acc.nexthop.String()}, ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionReroute)}
+		if k.owner == OwnerUnassigned {
+			main = Policy{Router: ClusterRouter, Priority: cfg.ReroutePriority, Match: src, Action: ActionDrop,
+				ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionDrop)}
+		}
+		r.Policies = append(r.Policies, main, Policy{Router: ClusterRouter, Priority: cfg.AllowPriority,
+			Match: src + " && " + t.allowDestinations(k.family), Action: ActionAllow,
+			ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionAllow)})
+		for ep, ext := range acc.nats {
+			ids := ownerIDs(OwnerNAT, k.node, k.family, ep.String())
+			ids[KeyService] = acc.natSvc[ep]
+			r.NATs = append(r.NATs, NAT{Router: GatewayRouter(k.node), Type: "snat", ExternalIP: ext.String(), LogicalIP: ep.String(), ExternalIDs: ids})
+		}
+	}
+}
+
+// allowDestinations is the destination half of an allow policy: the
+// cluster, join and service networks and the node-IP set of the family.
+// Written positively: a negation (!=) in a match explodes into a cross
+// product of OpenFlow flows in ovn-controller.
+func (t *translator) allowDestinations(f ipfamily.Family) string {
+	var parts []string
+	for _, ps := range [][]netip.Prefix{t.in.Config.ClusterSubnets, t.in.Config.JoinSubnets, t.in.Config.ServiceCIDRs} {
+		for _, p := range ps {
+			if ipfamily.OfPrefix(p) == f {
+				parts = append(parts, p.Masked().String())
+			}
+		}
+	}
+	parts = append(parts, "$"+NodeIPsSetName(f))
+	return fmt.Sprintf("%s.dst == {%s}", f.OVNMatch(), strings.Join(parts, ", "))
+}
+
+// NodeIPsSetName is the name of the cluster-wide node-IP address set of a family.
+func NodeIPsSetName(f ipfamily.Family) string {
+	return AddressSetName(setID(OwnerNodeIPs, "node-ips", f))
+}
+
+// emitNodeIPs writes the cluster-wide node-IP sets, one per family.
+func (t *translator) emitNodeIPs() {
+	r := t.rows(ClusterKey)
+	for _, f := range t.in.Config.Families() {
+		addrs := map[netip.Addr]bool{}
+		for _, n := range t.in.Nodes {
+			for _, ip := range n.HostIPs {
+				if ipfamily.Of(ip) == f {
+					addrs[ip] = true
+				}
+			}
+		}
+		ids := ownerIDs(OwnerNodeIPs, "node-ips", f)
+		r.AddressSets = append(r.AddressSets, AddressSet{Name: AddressSetName(ids[KeyID]), Addresses: addrStrings(addrs), ExternalIDs: ids})
+	}
+}
+
+func addrStrings(m map[netip.Addr]bool) []string {
+	ips := make([]netip.Addr, 0, len(m))
+	for ip := range m {
+		ips = append(ips, ip)
+	}
+	slices.SortFunc(ips, func(a, b netip.Addr) int { return a.Compare(b) })
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
+}

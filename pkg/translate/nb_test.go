@@ -1,0 +1,353 @@
+package translate
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// golden compares got with testdata/<name>.golden (rewritten with -update).
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./pkg/translate -update to create it)", err)
+	}
+	if string(want) != string(got) {
+		t.Errorf("%s differs from the golden file (go test ./pkg/translate -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func withNetwork(n string) func(*egressv1.EgressService) {
+	return func(e *egressv1.EgressService) { e.Spec.Network = n }
+}
+
+// TestTranslateGolden renders the rows of each scenario as YAML and
+// compares them with a golden file.
+func TestTranslateGolden(t *testing.T) {
+	cases := []struct {
+		name  string
+		build func() *world
+	}{
+		{"host-v4", func() *world {
+			w := newWorld(3)
+			w.es("ns1/svc1", "node2")
+			w.svc("ns1/svc1", "172.18.0.100")
+			w.eps("ns1/svc1", "10.244.1.5@node1", "10.244.3.5@node3", "172.18.0.3@node2")
+			w.ready("node2", "ns1/svc1")
+			return w
+		}},
+		{"host-v6", func() *world {
+			w := newWorld(3, ipfamily.V6)
+			w.es("ns1/svc1", "node2")
+			w.svc("ns1/svc1", "fc00:f853:ccd:e793::100")
+			w.eps("ns1/svc1", "fd00:10:244:1::5@node1", "fd00:10:244:3::5@node3")
+			w.ready("node2", "ns1/svc1")
+			return w
+		}},
+		{"host-dual", func() *world {
+			w := newWorld(3, ipfamily.V4, ipfamily.V6)
+			w.es("ns1/svc1", "node2")
+			w.svc("ns1/svc1", "172.18.0.100", "fc00:f853:ccd:e793::100")
+			w.eps("ns1/svc1", "10.244.1.5@node1", "fd00:10:244:1::5@node1", "10.244.3.5@node3", "fd00:10:244:3::5@node3")
+			w.ready("node2", "ns1/svc1")
+			return w
+		}},
+		{"gateway-dual", func() *world {
+			w := newWorld(3, ipfamily.V4, ipfamily.V6)
+			w.in.Config.Backend = BackendOVN
+			w.es("ns1/svc1", "node2")
+			w.svc("ns1/svc1", "172.18.0.100", "fc00:f853:ccd:e793::100")
+			w.eps("ns1/svc1", "10.244.1.5@node1", "fd00:10:244:1::5@node1", "10.244.3.5@node3")
+			// spec.network forces the host path even with the ovn backend.
+			w.es("ns1/svc2", "node2", withNetwork("100"))
+			w.svc("ns1/svc2", "172.18.0.101")
+			w.eps("ns1/svc2", "10.244.1.6@node1")
+			w.ready("node2", "ns1/svc2")
+			return w
+		}},
+		{"network-mode", func() *world {
+			w := newWorld(3)
+			w.addNode(4, GatewayModeLocal)
+			w.es("ns1/svc1", "ALL", withNetwork("100"))
+			w.svc("ns1/svc1")
+			w.eps("ns1/svc1", "10.244.1.5@node1", "10.244.1.6@node1", "10.244.2.5@node2", "10.244.4.5@node4")
+			w.ready("node1", "ns1/svc1")
+			w.ready("node4", "ns1/svc1")
+			// node2's agent has not reported: its endpoint waits.
+			return w
+		}},
+		{"several-services-one-host", func() *world {
+			w := newWorld(3)
+			for i, key := range []string{"ns1/a", "ns1/b", "ns2/c"} {
+				w.es(key, "node1")
+				w.svc(key, "172.18.0."+string(rune('1'+i))+"00")
+				w.eps(key, "10.244.2."+string(rune('5'+i))+"@node2")
+			}
+			w.ready("node1", "ns1/a", "ns1/b", "ns2/c")
+			return w
+		}},
+		{"problems", func() *world {
+			w := newWorld(2, ipfamily.V4, ipfamily.V6)
+			w.es("ns/no-service", "node1")
+			w.es("ns/cluster-ip", "node1")
+			w.svc("ns/cluster-ip", "172.18.0.100").Spec.Type = corev1.ServiceTypeClusterIP
+			w.es("ns/no-ingress", "node1")
+			w.svc("ns/no-ingress")
+			w.eps("ns/no-ingress", "10.244.1.5@node1")
+			w.es("ns/no-endpoints", "node1")
+			w.svc("ns/no-endpoints", "172.18.0.101")
+			w.eps("ns/no-endpoints", "172.18.0.3@node2")
+			w.es("ns/no-host", "")
+			w.svc("ns/no-host", "172.18.0.102")
+			w.eps("ns/no-host", "10.244.1.6@node1")
+			w.es("ns/unknown-host", "node9")
+			w.svc("ns/unknown-host", "172.18.0.103")
+			w.eps("ns/unknown-host", "10.244.1.7@node1")
+			w.es("ns/two-ingress", "node1")
+			w.svc("ns/two-ingress", "172.18.0.104", "172.18.0.105")
+			w.eps("ns/two-ingress", "10.244.1.8@node1")
+			w.ready("node1", "ns/two-ingress")
+			w.es("ns/v6-without-ingress", "node1")
+			w.svc("ns/v6-without-ingress", "172.18.0.106")
+			w.eps("ns/v6-without-ingress", "10.244.1.9@node1", "fd00:10:244:1::9@node1")
+			w.ready("node1", "ns/v6-without-ingress")
+			w.es("ns/network-not-all", "node1", func(e *egressv1.EgressService) { e.Spec.SourceIPBy = egressv1.Network })
+			w.svc("ns/network-not-all")
+			w.eps("ns/network-not-all", "10.244.1.10@node1")
+			w.es("ns/not-ready", "node2")
+			w.svc("ns/not-ready", "172.18.0.107")
+			w.eps("ns/not-ready", "10.244.1.11@node1")
+			return w
+		}},
+		{"shared-endpoint", func() *world {
+			w := newWorld(3)
+			w.es("ns1/b", "node3")
+			w.svc("ns1/b", "172.18.0.101")
+			w.eps("ns1/b", "10.244.1.5@node1", "10.244.1.6@node1")
+			w.es("ns1/a", "node2")
+			w.svc("ns1/a", "172.18.0.100")
+			w.eps("ns1/a", "10.244.1.5@node1")
+			w.ready("node2", "ns1/a")
+			w.ready("node3", "ns1/b")
+			return w
+		}},
+		{"unassigned-drop", func() *world {
+			w := newWorld(2)
+			w.in.Config.UnassignedTraffic = UnassignedDrop
+			w.es("ns/no-host", "")
+			w.svc("ns/no-host", "172.18.0.102")
+			w.eps("ns/no-host", "10.244.1.6@node1")
+			w.es("ns/ok", "node2")
+			w.svc("ns/ok", "172.18.0.103")
+			w.eps("ns/ok", "10.244.1.7@node1")
+			w.ready("node2", "ns/ok")
+			return w
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := Translate(c.build().in)
+			y, err := YAML(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, c.name+".yaml", y)
+			var lines []string
+			for _, cmd := range NBCtlCommands(d) {
+				lines = append(lines, ShellQuote(cmd))
+			}
+			golden(t, c.name+".nbctl", []byte(strings.Join(lines, "\n")+"\n"))
+		})
+	}
+}
+
+func policyIDs(d *Desired) []string {
+	var ids []string
+	for _, r := range d.Rows {
+		for _, p := range r.Policies {
+			ids = append(ids, p.ExternalIDs[KeyID]+"|"+p.Match+"|"+strings.Join(p.Nexthops, ","))
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestEndpointChurnChangesNoPolicy: adding, removing and moving endpoints
+// changes address sets (and NAT rows) but never a Logical_Router_Policy.
+func TestEndpointChurnChangesNoPolicy(t *testing.T) {
+	for _, backend := range []Backend{BackendHost, BackendOVN} {
+		t.Run(string(backend), func(t *testing.T) {
+			build := func(eps ...string) *Desired {
+				w := newWorld(3, ipfamily.V4, ipfamily.V6)
+				w.in.Config.Backend = backend
+				w.es("ns/s", "node2")
+				w.svc("ns/s", "172.18.0.100", "fc00:f853:ccd:e793::100")
+				w.eps("ns/s", eps...)
+				w.ready("node2", "ns/s")
+				return Translate(w.in)
+			}
+			base := build("10.244.1.5@node1")
+			for _, eps := range [][]string{
+				{"10.244.1.5@node1", "10.244.3.5@node3"},
+				{"10.244.3.5@node3", "fd00:10:244:1::5@node1"},
+				{"10.244.1.9@node1", "10.244.2.9@node2", "fd00:10:244:3::7@node3"},
+			} {
+				d := build(eps...)
+				if !slices.Equal(policyIDs(base), policyIDs(d)) {
+					t.Errorf("endpoints %v changed policies:\n%v\nvs\n%v", eps, policyIDs(base), policyIDs(d))
+				}
+				_, _, nats, addrs := d.Count()
+				if addrs-len(d.Rows[ClusterKey].AddressSets[0].Addresses)-len(d.Rows[ClusterKey].AddressSets[1].Addresses) != len(eps) {
+					t.Errorf("endpoints %v: %d addresses in sets", eps, addrs)
+				}
+				if backend == BackendOVN && nats != len(eps) {
+					t.Errorf("endpoints %v: %d NAT rows", eps, nats)
+				}
+			}
+		})
+	}
+}
+
+// TestHostChange: moving a service to another host moves its endpoints
+// between the hosts' sets; the new host gets them only once its agent reports.
+func TestHostChange(t *testing.T) {
+	w := newWorld(3)
+	e := w.es("ns/s", "node2")
+	w.svc("ns/s", "172.18.0.100")
+	w.eps("ns/s", "10.244.1.5@node1")
+	w.ready("node2", "ns/s")
+	setOf := func(d *Desired, node string) []string {
+		r := d.Rows[NodeKey(node)]
+		if r == nil {
+			return nil
+		}
+		return r.AddressSets[0].Addresses
+	}
+	d := Translate(w.in)
+	if got := setOf(d, "node2"); !slices.Equal(got, []string{"10.244.1.5"}) {
+		t.Fatalf("node2 set = %v", got)
+	}
+	e.Status.Host = "node3"
+	d = Translate(w.in)
+	if got := setOf(d, "node2"); got != nil {
+		t.Errorf("node2 still has rows: %v", got)
+	}
+	if got := setOf(d, "node3"); len(got) != 0 {
+		t.Errorf("node3 rerouted before its agent reported: %v", got)
+	}
+	w.ready("node3", "ns/s")
+	d = Translate(w.in)
+	if got := setOf(d, "node3"); !slices.Equal(got, []string{"10.244.1.5"}) {
+		t.Errorf("node3 set after report = %v", got)
+	}
+}
+
+// TestReadinessHandshake: the report decides which endpoints enter the set.
+func TestReadinessHandshake(t *testing.T) {
+	setName := AddressSetName(setID(OwnerHost, "node2", ipfamily.V4))
+	cases := []struct {
+		name    string
+		report  func(w *world)
+		current []string
+		want    []string
+		reason  Reason
+	}{
+		{"missing", func(w *world) {}, nil, nil, ReasonAgentNotReady},
+		{"matching", func(w *world) { w.ready("node2", "ns/s") }, nil, []string{"10.244.1.5", "10.244.1.6"}, ""},
+		{"stale endpoints keep what NB has", func(w *world) {
+			w.eps("ns/s", "10.244.1.5@node1")
+			w.ready("node2", "ns/s")
+			w.eps("ns/s", "10.244.1.5@node1", "10.244.1.6@node1")
+		}, []string{"10.244.1.5"}, []string{"10.244.1.5"}, ReasonAgentNotReady},
+		{"stale endpoints drop removed ones", func(w *world) {
+			w.eps("ns/s", "10.244.1.5@node1", "10.244.1.7@node1")
+			w.ready("node2", "ns/s")
+			w.eps("ns/s", "10.244.1.5@node1", "10.244.1.6@node1")
+		}, []string{"10.244.1.5", "10.244.1.7"}, []string{"10.244.1.5"}, ReasonAgentNotReady},
+		{"other ingress IP", func(w *world) {
+			w.ready("node2", "ns/s")
+			w.in.Nodes["node2"].Report["ns/s"] = ServiceReport{IngressIPs: []string{"172.18.0.99"}, Endpoints: w.in.Nodes["node2"].Report["ns/s"].Endpoints}
+		}, nil, nil, ReasonAgentNotReady},
+		{"other network", func(w *world) {
+			w.ready("node2", "ns/s")
+			r := w.in.Nodes["node2"].Report["ns/s"]
+			r.Network = "7"
+			w.in.Nodes["node2"].Report["ns/s"] = r
+		}, nil, nil, ReasonAgentNotReady},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(3)
+			w.es("ns/s", "node2")
+			w.svc("ns/s", "172.18.0.100")
+			w.eps("ns/s", "10.244.1.5@node1", "10.244.1.6@node1")
+			c.report(w)
+			w.in.Current[setName] = c.current
+			d := Translate(w.in)
+			got := d.Rows[NodeKey("node2")].AddressSets[0].Addresses
+			if !slices.Equal(got, c.want) {
+				t.Errorf("set = %v, want %v", got, c.want)
+			}
+			if p := d.Problems.For("ns/s"); (c.reason == "") != (len(p) == 0) || (c.reason != "" && p[0].Reason != c.reason) {
+				t.Errorf("problems = %v, want reason %q", p, c.reason)
+			}
+		})
+	}
+}
+
+// TestOnlyRestrictsKeys: Only limits the output without changing the rows.
+func TestOnlyRestrictsKeys(t *testing.T) {
+	w := newWorld(3)
+	w.es("ns/a", "node1")
+	w.svc("ns/a", "172.18.0.100")
+	w.eps("ns/a", "10.244.2.5@node2")
+	w.es("ns/b", "node2")
+	w.svc("ns/b", "172.18.0.101")
+	w.eps("ns/b", "10.244.3.5@node3")
+	w.ready("node1", "ns/a")
+	w.ready("node2", "ns/b")
+	all := Translate(w.in)
+	w.in.Only = map[Key]bool{NodeKey("node2"): true}
+	only := Translate(w.in)
+	if got := only.Keys(); !slices.Equal(got, []Key{NodeKey("node2")}) {
+		t.Fatalf("keys = %v", got)
+	}
+	a, _ := YAML(&Desired{Rows: map[Key]*Rows{NodeKey("node2"): all.Rows[NodeKey("node2")]}})
+	b, _ := YAML(&Desired{Rows: only.Rows})
+	if string(a) != string(b) {
+		t.Errorf("rows differ:\n%s\n%s", a, b)
+	}
+}
+
+func TestAddressSetNameMatchesOVNKubernetes(t *testing.T) {
+	// Values ovn-kubernetes hard-codes in its tests (reference §1.3).
+	for id, want := range map[string]string{
+		"default-network-controller:EgressService:egresssvc-served-pods:v4": "a13607449821398607916",
+		"default-network-controller:EgressService:egresssvc-served-pods:v6": "a13607452020421864338",
+	} {
+		if got := AddressSetName(id); got != want {
+			t.Errorf("AddressSetName(%q) = %s, want %s", id, got, want)
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package translate
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+)
+
+// The external_ids every row ovn-egress writes carries (DESIGN §3).
+const (
+	KeyOwnerController = "k8s.ovn.org/owner-controller"
+	KeyOwnerType       = "k8s.ovn.org/owner-type"
+	KeyName            = "k8s.ovn.org/name"
+	KeyFamily          = "ip-family"
+	KeyID              = "k8s.ovn.org/id"
+	// KeyService names the EgressService a NAT row belongs to (readability only).
+	KeyService = "k8s.ovn.org/egress-service"
+
+	// OwnerController is the value of KeyOwnerController on ovn-egress's rows.
+	OwnerController = "ovn-egress"
+)
+
+// Owner types: what a row is for.
+const (
+	// OwnerHost: the host path of LoadBalancerIP services on a host (reroute
+	// to its management port; the node agent SNATs).
+	OwnerHost = "EgressServiceHost"
+	// OwnerGateway: the gateway path (reroute to GR_<host>'s join IP, NAT rows on the GR).
+	OwnerGateway = "EgressServiceGateway"
+	// OwnerNAT: one snat NAT row on GR_<host> per endpoint (gateway path).
+	OwnerNAT = "EgressServiceNAT"
+	// OwnerNetwork: sourceIPBy=Network in shared gateway mode: a node's own
+	// endpoints rerouted to its own management port.
+	OwnerNetwork = "EgressServiceNetwork"
+	// OwnerUnassigned: --unassigned-traffic=drop for services without a host.
+	OwnerUnassigned = "EgressServiceUnassigned"
+	// OwnerNodeIPs: the cluster-wide address set of node addresses.
+	OwnerNodeIPs = "EgressServiceNodeIPs"
+)
+
+// ClusterRouter is the distributed router every policy is attached to.
+const ClusterRouter = "ovn_cluster_router"
+
+// GatewayRouter is the name of a node's gateway router.
+func GatewayRouter(node string) string { return "GR_" + node }
+
+// Key groups the rows written in one transaction: everything about one node
+// (as a host, as a Network-mode node, its GR's NAT rows), or the
+// cluster-wide rows.
+type Key string
+
+// ClusterKey holds the cluster-wide rows (the node-IP address sets).
+const ClusterKey Key = "cluster"
+
+// NodeKey is the key of a node's rows.
+func NodeKey(node string) Key { return Key("node/" + node) }
+
+// Node returns the node name of a node key ("" for the cluster key).
+func (k Key) Node() string { n, _ := strings.CutPrefix(string(k), "node/"); return n }
+
+// KeyOf returns the key a row belongs to, from its external_ids; ok is false
+// for rows ovn-egress does not own.
+func KeyOf(ids map[string]string) (Key, bool) {
+	if ids[KeyOwnerController] != OwnerController {
+		return "", false
+	}
+	if ids[KeyOwnerType] == OwnerNodeIPs {
+		return ClusterKey, true
+	}
+	if ids[KeyOwnerType] == OwnerUnassigned {
+		return Key("unassigned"), true
+	}
+	return NodeKey(ids[KeyName]), true
+}
+
+// ownerIDs builds the external_ids of a row; extra parts make the id unique
+// (e.g. the endpoint of a NAT row).
+func ownerIDs(ownerType, name string, f ipfamily.Family, extra ...string) map[string]string {
+	parts := append([]string{OwnerController, ownerType, name, string(f)}, extra...)
+	return map[string]string{
+		KeyOwnerController: OwnerController,
+		KeyOwnerType:       ownerType,
+		KeyName:            name,
+		KeyFamily:          string(f),
+		KeyID:              strings.Join(parts, ":"),
+	}
+}
+
+// AddressSetName turns a row id into an OVN identifier: "a" + the decimal
+// FNV-1a 64-bit hash of the id (the ovn-kubernetes convention).
+func AddressSetName(id string) string {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return fmt.Sprintf("a%d", h.Sum64())
+}
+
+// AddressSet is a desired NB Address_Set row.
+type AddressSet struct {
+	Name        string            `json:"name"`
+	Addresses   []string          `json:"addresses"`
+	ExternalIDs map[string]string `json:"external_ids"`
+}
+
+// Policy is a desired Logical_Router_Policy row on Router.
+type Policy struct {
+	Router      string            `json:"router"`
+	Priority    int               `json:"priority"`
+	Match       string            `json:"match"`
+	Action      string            `json:"action"`
+	Nexthops    []string          `json:"nexthops,omitempty"`
+	ExternalIDs map[string]string `json:"external_ids"`
+}
+
+// NAT is a desired NAT row on Router (a gateway router).
+type NAT struct {
+	Router      string            `json:"router"`
+	Type        string            `json:"type"`
+	ExternalIP  string            `json:"external_ip"`
+	LogicalIP   string            `json:"logical_ip"`
+	ExternalIDs map[string]string `json:"external_ids"`
+}
+
+// Policy actions.
+const (
+	ActionReroute = "reroute"
+	ActionAllow   = "allow"
+	ActionDrop    = "drop"
+)
+
+// Rows are the desired rows of one key.
+type Rows struct {
+	AddressSets []AddressSet `json:"addressSets,omitempty"`
+	Policies    []Policy     `json:"policies,omitempty"`
+	NATs        []NAT        `json:"nats,omitempty"`
+}
+
+// Len is the number of rows.
+func (r *Rows) Len() int { return len(r.AddressSets) + len(r.Policies) + len(r.NATs) }
+
+func (r *Rows) sort() {
+	slices.SortFunc(r.AddressSets, func(a, b AddressSet) int { return strings.Compare(a.ExternalIDs[KeyID], b.ExternalIDs[KeyID]) })
+	slices.SortFunc(r.Policies, func(a, b Policy) int { return strings.Compare(a.ExternalIDs[KeyID], b.ExternalIDs[KeyID]) })
+	slices.SortFunc(r.NATs, func(a, b NAT) int { return strings.Compare(a.ExternalIDs[KeyID], b.ExternalIDs[KeyID]) })
+}
