@@ -22,6 +22,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // ClientConfig says how to reach the NB database.
@@ -80,20 +81,22 @@ func (c ClientConfig) Validate() error {
 }
 
 // NBModel returns the NB client database model with the client indexes
-// ovn-egress reads through: owned rows by their k8s.ovn.org/id and by their
-// owner key, routers by name.
+// ovn-egress reads through: owned rows by their k8s.ovn.org/name (the key of
+// a sync), routers by name.
 func NBModel() (model.ClientDBModel, error) {
 	m, err := nbdb.FullDatabaseModel()
 	if err != nil {
 		return m, err
 	}
-	byID := model.ClientIndex{Columns: []model.ColumnKey{{Column: "external_ids", Key: KeyID}}}
-	byOwner := model.ClientIndex{Columns: []model.ColumnKey{{Column: "external_ids", Key: KeyOwnerController}}}
+	// One client index only: a lookup picks the first index whose value it
+	// finds, and a row lacking an indexed key is indexed under "" — a second
+	// external_ids index would answer a by-name probe with foreign rows.
+	byName := model.ClientIndex{Columns: []model.ColumnKey{{Column: "external_ids", Key: translate.KeyName}}}
 	m.SetIndexes(map[string][]model.ClientIndex{
 		nbdb.LogicalRouterTable:       {{Columns: []model.ColumnKey{{Column: "name"}}}},
-		nbdb.LogicalRouterPolicyTable: {byID, byOwner},
-		nbdb.AddressSetTable:          {byID, byOwner},
-		nbdb.NATTable:                 {byID, byOwner},
+		nbdb.LogicalRouterPolicyTable: {byName},
+		nbdb.AddressSetTable:          {byName},
+		nbdb.NATTable:                 {byName},
 	})
 	return m, nil
 }

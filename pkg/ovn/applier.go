@@ -1,0 +1,329 @@
+package ovn
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/ovn-kubernetes/libovsdb/model"
+	"github.com/ovn-kubernetes/libovsdb/ovsdb"
+
+	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// DefaultMaxOps bounds the operations of one transaction: a very large plan
+// (a first sync, a big sweep) is split between keys, so no single transaction
+// stalls a RAFT leader past its election timer.
+const DefaultMaxOps = 5000
+
+// Applier writes plans into NB.
+type Applier struct {
+	c      client.Client
+	maxOps int
+}
+
+// NewApplier returns an applier over a connected, monitoring NB client.
+func NewApplier(c client.Client, maxOps int) *Applier {
+	if maxOps <= 0 {
+		maxOps = DefaultMaxOps
+	}
+	return &Applier{c: c, maxOps: maxOps}
+}
+
+// Stats says what an Apply wrote.
+type Stats struct {
+	Transactions int
+	Operations   int
+	Changes      int
+}
+
+// Apply converges the rows of keys on desired: it reads the owned rows of
+// those keys from the cache, and writes the difference in one transaction
+// (split between keys only when it exceeds the operation bound), checking
+// every operation's result. Nothing changed means nothing written.
+func (a *Applier) Apply(ctx context.Context, keys []translate.Key, desired *translate.Desired) (Stats, error) {
+	plan, err := BuildPlan(ctx, a.c, keys, desired)
+	if err != nil {
+		return Stats{}, err
+	}
+	return a.ApplyPlan(ctx, plan)
+}
+
+// ApplyPlan writes a plan built by BuildPlan.
+func (a *Applier) ApplyPlan(ctx context.Context, plan *Plan) (Stats, error) {
+	st := Stats{Changes: plan.Len()}
+	if plan.Empty() {
+		return st, nil
+	}
+	groups, err := a.ops(plan)
+	if err != nil {
+		return st, err
+	}
+	var batch []opGroup
+	n := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		var ops []ovsdb.Operation
+		var checks []mutateCheck
+		for _, g := range batch {
+			for _, m := range g.mustMatch {
+				checks = append(checks, mutateCheck{index: len(ops) + m.index, router: m.router})
+			}
+			ops = append(ops, g.ops...)
+		}
+		if err := a.transact(ctx, ops, checks); err != nil {
+			return err
+		}
+		st.Transactions++
+		st.Operations += len(ops)
+		batch, n = nil, 0
+		return nil
+	}
+	for _, g := range groups {
+		if n > 0 && n+len(g.ops) > a.maxOps {
+			if err := flush(); err != nil {
+				return st, err
+			}
+		}
+		batch = append(batch, g)
+		n += len(g.ops)
+	}
+	return st, flush()
+}
+
+// mutateCheck names a router mutation that must match exactly one router:
+// a mutation of a router that does not exist matches nothing, and the rows
+// it was to reference would be garbage-collected — a half-written state.
+type mutateCheck struct {
+	index  int
+	router string
+}
+
+// opGroup is a unit that must stay in one transaction (rows and the router
+// mutation that references them).
+type opGroup struct {
+	ops       []ovsdb.Operation
+	mustMatch []mutateCheck
+}
+
+func (a *Applier) transact(ctx context.Context, ops []ovsdb.Operation, checks []mutateCheck) error {
+	res, err := a.c.Transact(ctx, ops...)
+	if err != nil {
+		return fmt.Errorf("nb transaction (%d operations): %w", len(ops), err)
+	}
+	if _, err := ovsdb.CheckOperationResults(res, ops); err != nil {
+		return fmt.Errorf("nb transaction (%d operations): %w", len(ops), err)
+	}
+	for _, c := range checks {
+		if c.index < len(res) && res[c.index].Count != 1 {
+			return fmt.Errorf("nb transaction: router %s matched %d rows, want 1", c.router, res[c.index].Count)
+		}
+	}
+	return nil
+}
+
+func routerMutation(c client.Client, router, column string, mutator ovsdb.Mutator, uuids []string) ([]ovsdb.Operation, error) {
+	lr := &nbdb.LogicalRouter{}
+	field := any(&lr.Policies)
+	if column == "nat" {
+		field = &lr.Nat
+	}
+	return c.WhereAll(lr, model.Condition{Field: &lr.Name, Function: ovsdb.ConditionEqual, Value: router}).
+		Mutate(lr, model.Mutation{Field: field, Mutator: mutator, Value: uuids})
+}
+
+// ops turns the plan into groups of operations: the deletions first, then
+// updates, then creations, so a row moving between routers or a set being
+// replaced never exists twice.
+func (a *Applier) ops(p *Plan) ([]opGroup, error) {
+	var groups []opGroup
+	add := func(ops []ovsdb.Operation, err error) error {
+		if err != nil {
+			return err
+		}
+		groups = append(groups, opGroup{ops: ops})
+		return nil
+	}
+	detach := func(rows []attached, column string, del func(uuid string) ([]ovsdb.Operation, error)) error {
+		byRouter := map[string][]string{}
+		var routers []string
+		for _, r := range rows {
+			ops, err := del(r.uuid)
+			if err := add(ops, err); err != nil {
+				return err
+			}
+			if r.router == "" {
+				continue // referenced by nothing: the delete alone removes it
+			}
+			if byRouter[r.router] == nil {
+				routers = append(routers, r.router)
+			}
+			byRouter[r.router] = append(byRouter[r.router], r.uuid)
+		}
+		for _, router := range routers {
+			ops, err := routerMutation(a.c, router, column, ovsdb.MutateOperationDelete, byRouter[router])
+			if err := add(ops, err); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// A row deleted while still referenced fails the transaction's
+	// referential integrity, so a row and its dereference share one group.
+	if len(p.polDelete) > 0 || len(p.natDelete) > 0 {
+		start := len(groups)
+		if err := detach(p.polDelete, "policies", func(u string) ([]ovsdb.Operation, error) {
+			return a.c.Where(&nbdb.LogicalRouterPolicy{UUID: u}).Delete()
+		}); err != nil {
+			return nil, err
+		}
+		if err := detach(p.natDelete, "nat", func(u string) ([]ovsdb.Operation, error) {
+			return a.c.Where(&nbdb.NAT{UUID: u}).Delete()
+		}); err != nil {
+			return nil, err
+		}
+		groups = append(groups[:start], merge(groups[start:]))
+	}
+	for _, r := range p.asDelete {
+		if err := add(a.c.Where(&nbdb.AddressSet{UUID: r.UUID}).Delete()); err != nil {
+			return nil, err
+		}
+	}
+	for _, u := range p.asUpdate {
+		as := &nbdb.AddressSet{UUID: u.uuid}
+		var ops []ovsdb.Operation
+		for _, m := range []struct {
+			mut   ovsdb.Mutator
+			addrs []string
+		}{{ovsdb.MutateOperationDelete, u.del}, {ovsdb.MutateOperationInsert, u.add}} {
+			if len(m.addrs) == 0 {
+				continue
+			}
+			o, err := a.c.Where(as).Mutate(as, model.Mutation{Field: &as.Addresses, Mutator: m.mut, Value: m.addrs})
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, o...)
+		}
+		if u.ids != nil {
+			want := &nbdb.AddressSet{UUID: u.uuid, Name: u.name, ExternalIDs: u.ids}
+			o, err := a.c.Where(as).Update(want, &want.Name, &want.ExternalIDs)
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, o...)
+		}
+		groups = append(groups, opGroup{ops: ops})
+	}
+	for _, u := range p.polUpdate {
+		w := policyModel(u.want)
+		w.UUID = u.uuid
+		if err := add(a.c.Where(&nbdb.LogicalRouterPolicy{UUID: u.uuid}).Update(w, &w.Priority, &w.Match, &w.Action, &w.Nexthops, &w.ExternalIDs)); err != nil {
+			return nil, err
+		}
+	}
+	for _, u := range p.natUpdate {
+		w := natModel(u.want)
+		w.UUID = u.uuid
+		if err := add(a.c.Where(&nbdb.NAT{UUID: u.uuid}).Update(w, &w.Type, &w.ExternalIP, &w.LogicalIP, &w.ExternalIDs)); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range p.asCreate {
+		if err := add(a.c.Create(&nbdb.AddressSet{Name: r.Name, Addresses: r.Addresses, ExternalIDs: r.ExternalIDs})); err != nil {
+			return nil, err
+		}
+	}
+	n := 0
+	var polModels, natModels []attachedModel
+	for _, r := range p.polCreate {
+		n++
+		m := policyModel(r)
+		m.UUID = fmt.Sprintf("pol%d", n)
+		polModels = append(polModels, attachedModel{r.Router, m})
+	}
+	for _, r := range p.natCreate {
+		n++
+		m := natModel(r)
+		m.UUID = fmt.Sprintf("nat%d", n)
+		natModels = append(natModels, attachedModel{r.Router, m})
+	}
+	for _, c := range []struct {
+		column string
+		rows   []attachedModel
+	}{{"policies", polModels}, {"nat", natModels}} {
+		gs, err := a.createAttached(c.column, c.rows)
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, gs...)
+	}
+	return groups, nil
+}
+
+// attachedModel is a new non-root row (named UUID set) and its router.
+type attachedModel struct {
+	router string
+	row    model.Model
+}
+
+// createAttached inserts rows and references them from their routers' column,
+// router by router, in chunks so a huge first sync splits into bounded
+// transactions. Each chunk's insert and mutation stay in one group: an
+// unreferenced row of a non-root table would be garbage-collected.
+func (a *Applier) createAttached(column string, rows []attachedModel) ([]opGroup, error) {
+	const chunk = 1000
+	byRouter := map[string][]model.Model{}
+	var order []string
+	for _, r := range rows {
+		if byRouter[r.router] == nil {
+			order = append(order, r.router)
+		}
+		byRouter[r.router] = append(byRouter[r.router], r.row)
+	}
+	var groups []opGroup
+	for _, router := range order {
+		ms := byRouter[router]
+		for i := 0; i < len(ms); i += chunk {
+			var create []ovsdb.Operation
+			var uuids []string
+			for _, m := range ms[i:min(i+chunk, len(ms))] {
+				o, err := a.c.Create(m)
+				if err != nil {
+					return nil, err
+				}
+				create = append(create, o...)
+				uuids = append(uuids, m.(interface{ GetUUID() string }).GetUUID())
+			}
+			mut, err := routerMutation(a.c, router, column, ovsdb.MutateOperationInsert, uuids)
+			if err != nil {
+				return nil, err
+			}
+			groups = append(groups, opGroup{ops: append(create, mut...), mustMatch: []mutateCheck{{index: len(create), router: router}}})
+		}
+	}
+	return groups, nil
+}
+
+func merge(gs []opGroup) opGroup {
+	var out opGroup
+	for _, g := range gs {
+		for _, m := range g.mustMatch {
+			out.mustMatch = append(out.mustMatch, mutateCheck{index: len(out.ops) + m.index, router: m.router})
+		}
+		out.ops = append(out.ops, g.ops...)
+	}
+	return out
+}
+
+func policyModel(p translate.Policy) *nbdb.LogicalRouterPolicy {
+	return &nbdb.LogicalRouterPolicy{Priority: p.Priority, Match: p.Match, Action: nbdb.LogicalRouterPolicyAction(p.Action),
+		Nexthops: p.Nexthops, ExternalIDs: p.ExternalIDs}
+}
+
+func natModel(n translate.NAT) *nbdb.NAT {
+	return &nbdb.NAT{Type: nbdb.NATType(n.Type), ExternalIP: n.ExternalIP, LogicalIP: n.LogicalIP, ExternalIDs: n.ExternalIDs}
+}

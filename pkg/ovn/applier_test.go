@@ -1,0 +1,367 @@
+package ovn_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovn-kubernetes/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// env is a real NB+SB+northd with a 3-node ovn-kubernetes topology, a
+// connected client and an applier, plus the cluster objects to translate.
+type env struct {
+	t    *testing.T
+	ovn  *testenv.OVN
+	topo testenv.Topology
+	c    client.Client
+	a    *ovn.Applier
+	in   translate.Input
+}
+
+func newEnv(t *testing.T, fams ...ipfamily.Family) *env {
+	t.Helper()
+	o := testenv.NewOVN(t)
+	topo := testenv.DefaultTopology(3, fams...)
+	o.BuildTopology(t, topo)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := ovn.NewNBClient(ctx, ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cfg := translate.DefaultConfig()
+	cfg.ClusterSubnets, cfg.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
+	cfg.AssumeAgentsReady = true
+	e := &env{t: t, ovn: o, topo: topo, c: c, a: ovn.NewApplier(c, 0), in: translate.Input{Config: cfg,
+		Services: map[string]*corev1.Service{}, EndpointSlices: map[string][]*discoveryv1.EndpointSlice{}, Nodes: map[string]*translate.NodeInfo{}}}
+	for _, n := range topo.Nodes {
+		e.in.Nodes[n.Name] = translate.ParseNode(topo.NodeObject(n), cfg.JoinSubnets)
+	}
+	return e
+}
+
+// service adds (or replaces) an EgressService with its LoadBalancer Service and endpoints.
+func (e *env) service(ns, name, host string, ingress []string, eps ...string) *egressv1.EgressService {
+	key := ns + "/" + name
+	e.in.EgressServices = slices.DeleteFunc(e.in.EgressServices, func(x *egressv1.EgressService) bool { return translate.EgressServiceKey(x) == key })
+	es := testenv.EgressService(ns, name, host)
+	e.in.EgressServices = append(e.in.EgressServices, es)
+	e.in.Services[key] = testenv.LoadBalancerService(ns, name, ingress...)
+	e.in.EndpointSlices[key] = testenv.EndpointSlices(ns, name, eps...)
+	return es
+}
+
+func (e *env) allKeys() []translate.Key {
+	keys := []translate.Key{translate.ClusterKey, translate.UnassignedKey}
+	for _, n := range e.topo.Nodes {
+		keys = append(keys, translate.NodeKey(n.Name))
+	}
+	return keys
+}
+
+func (e *env) apply(keys ...translate.Key) ovn.Stats {
+	e.t.Helper()
+	if len(keys) == 0 {
+		keys = e.allKeys()
+	}
+	st, err := e.a.Apply(context.Background(), keys, translate.Translate(e.in))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+func (e *env) nbctl(args ...string) string {
+	e.t.Helper()
+	return e.ovn.MustNBCtl(e.t, args...)
+}
+
+// policyUUIDs returns the _uuid of every ovn-egress policy, sorted.
+func (e *env) policyUUIDs() []string {
+	out := e.nbctl("--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/owner-controller=ovn-egress")
+	u := strings.Fields(out)
+	slices.Sort(u)
+	return u
+}
+
+func TestApplyHostPathReadBack(t *testing.T) {
+	for _, fams := range [][]ipfamily.Family{{ipfamily.V4}, {ipfamily.V6}, {ipfamily.V4, ipfamily.V6}} {
+		t.Run(fmt.Sprint(fams), func(t *testing.T) {
+			e := newEnv(t, fams...)
+			var ingress, eps []string
+			for _, f := range fams {
+				if f == ipfamily.V4 {
+					ingress = append(ingress, "172.18.0.100")
+				} else {
+					ingress = append(ingress, "fc00:f853:ccd:e793::100")
+				}
+				eps = append(eps, e.topo.Nodes[0].PodIP(f, 5).String()+"@node1", e.topo.Nodes[2].PodIP(f, 5).String()+"@node3")
+			}
+			e.service("ns1", "svc1", "node2", ingress, eps...)
+			st := e.apply()
+			if st.Transactions != 1 {
+				t.Errorf("first apply used %d transactions, want 1", st.Transactions)
+			}
+			list := e.nbctl("lr-policy-list", "ovn_cluster_router")
+			for i, f := range fams {
+				mgmt := e.topo.Nodes[1].MgmtIPs()[i].String()
+				if !strings.Contains(list, "reroute") || !strings.Contains(list, mgmt) {
+					t.Errorf("%s: no reroute to %s:\n%s", f, mgmt, list)
+				}
+				set := translate.AddressSetName("ovn-egress:EgressServiceHost:node2:" + string(f))
+				addrs := e.nbctl("get", "Address_Set", set, "addresses")
+				for _, ep := range []string{e.topo.Nodes[0].PodIP(f, 5).String(), e.topo.Nodes[2].PodIP(f, 5).String()} {
+					if !strings.Contains(addrs, ep) {
+						t.Errorf("address set %s = %s lacks %s", set, addrs, ep)
+					}
+				}
+			}
+			e.nbctl("--wait=sb", "sync")
+			flows := e.ovn.MustSBCtl(t, "lflow-list", "ovn_cluster_router")
+			if n := strings.Count(flows, "lr_in_policy") - 2; n < 2*len(fams) { // two default flows
+				t.Errorf("%d ovn-egress lr_in_policy flows in SB, want %d:\n%s", n, 2*len(fams), flows)
+			}
+			if st := e.apply(); st.Changes != 0 || st.Transactions != 0 {
+				t.Errorf("second apply changed %d rows in %d transactions", st.Changes, st.Transactions)
+			}
+			if got := e.nbctl("--bare", "--columns=_uuid", "find", "NAT", "external_ids:k8s.ovn.org/owner-controller=ovn-egress"); got != "" {
+				t.Errorf("host path wrote NAT rows: %s", got)
+			}
+		})
+	}
+}
+
+// TestTraceReroute: ovn-trace shows a pod's packet to the outside rerouted
+// to the host's management port, while pod→pod and pod→node are not.
+func TestTraceReroute(t *testing.T) {
+	e := newEnv(t, ipfamily.V4)
+	pod := e.topo.Nodes[0].PodIP(ipfamily.V4, 5)
+	e.ovn.AddPod(t, "node1", "pod1", pod)
+	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, pod.String()+"@node1")
+	e.apply()
+	e.nbctl("--wait=sb", "sync")
+	trace := func(dst string) string {
+		out, err := e.ovn.Trace("node1", fmt.Sprintf(`inport == "node1_pod1" && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == %s && ip.ttl == 64 && tcp`,
+			testenv.MAC(pod), testenv.MAC(e.topo.Nodes[0].Subnets[0].Addr().Next()), pod, dst))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for dst, rerouted := range map[string]bool{
+		"8.8.8.8":     true,  // outside
+		"10.244.3.7":  false, // a pod on another node
+		"172.18.0.4":  false, // node3's address
+		"100.64.0.3":  false, // join subnet
+		"10.96.0.10":  false, // a service ClusterIP
+		"192.168.1.1": true,
+	} {
+		out := trace(dst)
+		got := strings.Contains(out, "reg0 = 10.244.2.2")
+		if got != rerouted {
+			t.Errorf("to %s: rerouted to node2 = %v, want %v\n%s", dst, got, rerouted, out)
+		}
+	}
+}
+
+// TestEndpointChurnOnlyTouchesAddressSets: adding and removing endpoints
+// changes only Address_Set rows: the policies keep their _uuid and northd
+// handles the change without a recompute.
+func TestEndpointChurnOnlyTouchesAddressSets(t *testing.T) {
+	e := newEnv(t, ipfamily.V4)
+	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, "10.244.1.5@node1")
+	e.apply()
+	e.nbctl("--wait=sb", "sync")
+	before := e.policyUUIDs()
+	if _, err := e.ovn.Appctl("ovn-northd", "inc-engine/clear-stats"); err != nil {
+		t.Fatal(err)
+	}
+	for i, eps := range [][]string{
+		{"10.244.1.5@node1", "10.244.3.5@node3"},
+		{"10.244.3.5@node3"},
+		{"10.244.3.5@node3", "10.244.2.9@node2"},
+	} {
+		e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, eps...)
+		st := e.apply(translate.NodeKey("node2"))
+		if st.Changes != 1 || st.Transactions != 1 {
+			t.Errorf("churn %d: %d changes in %d transactions, want 1 in 1", i, st.Changes, st.Transactions)
+		}
+		last := strings.Split(eps[len(eps)-1], "@")[0]
+		waitFor(t, "SB address set with "+last, func() bool {
+			out, _ := e.ovn.SBCtl("--bare", "--columns=addresses", "list", "Address_Set")
+			return strings.Contains(out, last)
+		})
+	}
+	if after := e.policyUUIDs(); !slices.Equal(before, after) {
+		t.Errorf("policy uuids changed: %v -> %v", before, after)
+	}
+	stats, err := e.ovn.Appctl("ovn-northd", "inc-engine/show-stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := recomputes(stats, "northd"); n != 0 {
+		t.Errorf("northd recomputed %d times for address-set churn:\n%s", n, stats)
+	}
+	if n := recomputes(stats, "lflow"); n != 0 {
+		t.Errorf("lflow recomputed %d times for address-set churn:\n%s", n, stats)
+	}
+}
+
+// recomputes reads a node's recompute counter from inc-engine/show-stats.
+func recomputes(stats, node string) int {
+	lines := strings.Split(stats, "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) == "Node: "+node && i+1 < len(lines) {
+			var n int
+			if _, err := fmt.Sscanf(strings.TrimSpace(lines[i+1]), "- recompute: %d", &n); err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
+
+// TestHostChangeOneTransaction: moving a service between hosts, with both
+// keys applied together, is one transaction.
+func TestHostChangeOneTransaction(t *testing.T) {
+	e := newEnv(t, ipfamily.V4)
+	e.in.Config.Backend = translate.BackendOVN
+	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, "10.244.1.5@node1", "10.244.3.5@node3")
+	e.apply()
+	if nat := e.nbctl("lr-nat-list", "GR_node2"); !strings.Contains(nat, "172.18.0.100") || !strings.Contains(nat, "10.244.1.5") {
+		t.Fatalf("GR_node2 NAT:\n%s", nat)
+	}
+	e.service("ns1", "svc1", "node3", []string{"172.18.0.100"}, "10.244.1.5@node1", "10.244.3.5@node3")
+	st := e.apply(translate.NodeKey("node2"), translate.NodeKey("node3"))
+	if st.Transactions != 1 {
+		t.Errorf("host change took %d transactions", st.Transactions)
+	}
+	if nat := e.nbctl("lr-nat-list", "GR_node2"); strings.Contains(nat, "172.18.0.100") {
+		t.Errorf("GR_node2 still has the service's NAT:\n%s", nat)
+	}
+	if nat := e.nbctl("lr-nat-list", "GR_node3"); !strings.Contains(nat, "10.244.3.5") {
+		t.Errorf("GR_node3 lacks the NAT:\n%s", nat)
+	}
+	list := e.nbctl("lr-policy-list", "ovn_cluster_router")
+	if !strings.Contains(list, "100.64.0.4") || strings.Contains(list, "100.64.0.3") {
+		t.Errorf("policies do not reroute to GR_node3's join IP only:\n%s", list)
+	}
+}
+
+// TestForeignRowsUntouchedAndStaleSwept: rows of other owners (including a
+// priority-101 policy without ovn-egress tags) survive; owned rows of a key
+// nobody wants are removed.
+func TestForeignRowsUntouchedAndStaleSwept(t *testing.T) {
+	e := newEnv(t, ipfamily.V4)
+	e.nbctl("lr-policy-add", "ovn_cluster_router", "101", "ip4.src == 10.244.1.77", "reroute", "10.244.2.2")
+	e.nbctl("--", "--id=@p", "create", "Logical_Router_Policy", "priority=102", `match="ip4.src == 10.244.1.78"`, "action=allow",
+		`external_ids:"k8s.ovn.org/owner-controller"="default-network-controller"`, `external_ids:"k8s.ovn.org/name"="node2"`,
+		"--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p")
+	e.nbctl("create", "Address_Set", "name=foreign", `addresses="1.2.3.4"`, `external_ids:"k8s.ovn.org/name"="node2"`)
+	e.nbctl("lr-nat-add", "GR_node2", "snat", "172.18.0.200", "10.244.1.77")
+	// A stale owned row of a node that no longer serves anything.
+	e.nbctl("--", "--id=@p", "create", "Logical_Router_Policy", "priority=101", `match="ip4.src == 10.244.1.99"`, "action=reroute", `nexthops="10.244.3.2"`,
+		`external_ids:"k8s.ovn.org/owner-controller"="ovn-egress"`, `external_ids:"k8s.ovn.org/owner-type"="EgressServiceHost"`,
+		`external_ids:"k8s.ovn.org/name"="node3"`, `external_ids:"k8s.ovn.org/id"="ovn-egress:EgressServiceHost:node3:v4:reroute"`,
+		"--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p")
+	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, "10.244.1.5@node1")
+	e.apply()
+	list := e.nbctl("lr-policy-list", "ovn_cluster_router")
+	for _, m := range []string{"10.244.1.77", "10.244.1.78"} {
+		if !strings.Contains(list, m) {
+			t.Errorf("foreign policy %s removed:\n%s", m, list)
+		}
+	}
+	if strings.Contains(list, "10.244.1.99") {
+		t.Errorf("stale owned policy survived:\n%s", list)
+	}
+	if got := e.nbctl("get", "Address_Set", "foreign", "addresses"); got != `["1.2.3.4"]` {
+		t.Errorf("foreign address set changed: %s", got)
+	}
+	if nat := e.nbctl("lr-nat-list", "GR_node2"); !strings.Contains(nat, "172.18.0.200") {
+		t.Errorf("foreign NAT removed:\n%s", nat)
+	}
+}
+
+// TestNBRestartConverges: the client reconnects after an NB restart and the
+// next apply converges.
+func TestNBRestartConverges(t *testing.T) {
+	e := newEnv(t, ipfamily.V4)
+	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, "10.244.1.5@node1")
+	e.apply()
+	e.ovn.KillNB()
+	if err := e.ovn.StartNB(); err != nil {
+		t.Fatal(err)
+	}
+	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, "10.244.1.5@node1", "10.244.1.6@node1")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := e.a.Apply(ctx, e.allKeys(), translate.Translate(e.in))
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no convergence after NB restart: %v", err)
+		}
+	}
+	if got := e.nbctl("get", "Address_Set", translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4"), "addresses"); got != `["10.244.1.5", "10.244.1.6"]` {
+		t.Errorf("after restart: %s", got)
+	}
+	if st := e.apply(); st.Changes != 0 {
+		t.Errorf("apply after convergence changed %d rows", st.Changes)
+	}
+}
+
+// TestNBCtlRenderingMatchesApplier: translate's ovn-nbctl commands, run with
+// sh -e against a fresh NB, create exactly the rows the applier writes.
+func TestNBCtlRenderingMatchesApplier(t *testing.T) {
+	e := newEnv(t, ipfamily.V4, ipfamily.V6)
+	e.in.Config.Backend = translate.BackendOVN
+	e.service("ns1", "svc1", "node2", []string{"172.18.0.100", "fc00:f853:ccd:e793::100"}, "10.244.1.5@node1", "fd00:10:244:3::5@node3")
+	d := translate.Translate(e.in)
+	var script []string
+	for _, cmd := range translate.NBCtlCommands(d) {
+		script = append(script, translate.ShellQuote(cmd))
+	}
+	cmd := exec.Command("sh", "-e", "-c", strings.Join(script, "\n"))
+	cmd.Env = append(cmd.Environ(), "OVN_NB_DB="+e.ovn.NBAddress())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sh -e: %v\n%s", err, out)
+	}
+	waitFor(t, "cache", func() bool {
+		p, err := ovn.BuildPlan(context.Background(), e.c, e.allKeys(), d)
+		return err == nil && p.Empty()
+	})
+	p, _ := ovn.BuildPlan(context.Background(), e.c, e.allKeys(), d)
+	if !p.Empty() {
+		t.Errorf("drift after nbctl rendering: %v", p.Changes())
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

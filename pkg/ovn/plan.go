@@ -1,0 +1,310 @@
+package ovn
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/ovn-kubernetes/libovsdb/client"
+
+	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// Plan is the difference between the desired rows of some keys and the rows
+// ovn-egress owns for those keys in NB (read from the client cache).
+type Plan struct {
+	Keys []translate.Key
+
+	asCreate  []translate.AddressSet
+	asUpdate  []asUpdate
+	asDelete  []nbdb.AddressSet
+	polCreate []translate.Policy
+	polUpdate []polUpdate
+	polDelete []attached
+	natCreate []translate.NAT
+	natUpdate []natUpdate
+	natDelete []attached
+}
+
+type asUpdate struct {
+	uuid, id string
+	add, del []string
+	ids      map[string]string // non-nil when external_ids (or name) differ
+	name     string
+}
+
+type polUpdate struct {
+	uuid string
+	want translate.Policy
+}
+
+type natUpdate struct {
+	uuid string
+	want translate.NAT
+}
+
+// attached is an owned row to delete and the router that references it.
+type attached struct {
+	uuid, id, router string
+}
+
+// Empty reports whether the plan changes nothing.
+func (p *Plan) Empty() bool { return p.Len() == 0 }
+
+// Len is the number of row changes.
+func (p *Plan) Len() int {
+	return len(p.asCreate) + len(p.asUpdate) + len(p.asDelete) + len(p.polCreate) + len(p.polUpdate) +
+		len(p.polDelete) + len(p.natCreate) + len(p.natUpdate) + len(p.natDelete)
+}
+
+// Change is one row that NB lacks, has extra, or has different.
+type Change struct {
+	Kind  string `json:"kind"` // missing | extra | different
+	Table string `json:"table"`
+	ID    string `json:"id"`
+	What  string `json:"what,omitempty"`
+}
+
+func (c Change) String() string {
+	s := fmt.Sprintf("%-9s %-21s %s", c.Kind, c.Table, c.ID)
+	if c.What != "" {
+		s += "  (" + c.What + ")"
+	}
+	return s
+}
+
+// Changes lists the plan for people (and `ovn-egress verify`).
+func (p *Plan) Changes() []Change {
+	var out []Change
+	for _, r := range p.asCreate {
+		out = append(out, Change{"missing", nbdb.AddressSetTable, r.ExternalIDs[translate.KeyID], fmt.Sprintf("%d addresses", len(r.Addresses))})
+	}
+	for _, u := range p.asUpdate {
+		what := fmt.Sprintf("+%d -%d addresses", len(u.add), len(u.del))
+		if u.ids != nil {
+			what += ", name or external_ids"
+		}
+		out = append(out, Change{"different", nbdb.AddressSetTable, u.id, what})
+	}
+	for _, r := range p.asDelete {
+		out = append(out, Change{"extra", nbdb.AddressSetTable, r.ExternalIDs[translate.KeyID], r.Name})
+	}
+	for _, r := range p.polCreate {
+		out = append(out, Change{"missing", nbdb.LogicalRouterPolicyTable, r.ExternalIDs[translate.KeyID], fmt.Sprintf("%d %s", r.Priority, r.Match)})
+	}
+	for _, u := range p.polUpdate {
+		out = append(out, Change{"different", nbdb.LogicalRouterPolicyTable, u.want.ExternalIDs[translate.KeyID], fmt.Sprintf("want %d %s %s %v", u.want.Priority, u.want.Match, u.want.Action, u.want.Nexthops)})
+	}
+	for _, r := range p.polDelete {
+		out = append(out, Change{"extra", nbdb.LogicalRouterPolicyTable, r.id, "on " + r.router})
+	}
+	for _, r := range p.natCreate {
+		out = append(out, Change{"missing", nbdb.NATTable, r.ExternalIDs[translate.KeyID], fmt.Sprintf("%s %s <- %s on %s", r.Type, r.ExternalIP, r.LogicalIP, r.Router)})
+	}
+	for _, u := range p.natUpdate {
+		out = append(out, Change{"different", nbdb.NATTable, u.want.ExternalIDs[translate.KeyID], fmt.Sprintf("want %s %s <- %s", u.want.Type, u.want.ExternalIP, u.want.LogicalIP)})
+	}
+	for _, r := range p.natDelete {
+		out = append(out, Change{"extra", nbdb.NATTable, r.id, "on " + r.router})
+	}
+	return out
+}
+
+// keyName is the k8s.ovn.org/name value the rows of a key carry; the client
+// index on it narrows the cache lookups to one key.
+func keyName(k translate.Key) string {
+	switch k {
+	case translate.ClusterKey:
+		return "node-ips"
+	case translate.UnassignedKey:
+		return "unassigned"
+	}
+	return k.Node()
+}
+
+// ownedRows lists the rows of one table owned by ovn-egress under key k.
+func ownedRows[T any](ctx context.Context, c client.Client, k translate.Key, probe T, ids func(*T) map[string]string) ([]T, error) {
+	var rows []T
+	if err := c.Where(&probe).List(ctx, &rows); err != nil && err != client.ErrNotFound {
+		return nil, err
+	}
+	out := rows[:0]
+	for i := range rows {
+		if got, ok := translate.KeyOf(ids(&rows[i])); ok && got == k {
+			out = append(out, rows[i])
+		}
+	}
+	return out, nil
+}
+
+// BuildPlan diffs the desired rows of keys against the owned rows in the
+// client cache. Keys absent from desired are planned to be emptied.
+func BuildPlan(ctx context.Context, c client.Client, keys []translate.Key, desired *translate.Desired) (*Plan, error) {
+	p := &Plan{Keys: keys}
+	refs := &routerRefs{ctx: ctx, c: c}
+	for _, k := range keys {
+		want := desired.Rows[k]
+		if want == nil {
+			want = &translate.Rows{}
+		}
+		name := keyName(k)
+		ases, err := ownedRows(ctx, c, k, nbdb.AddressSet{ExternalIDs: map[string]string{translate.KeyName: name}}, func(r *nbdb.AddressSet) map[string]string { return r.ExternalIDs })
+		if err != nil {
+			return nil, fmt.Errorf("list address sets of %s: %w", k, err)
+		}
+		pols, err := ownedRows(ctx, c, k, nbdb.LogicalRouterPolicy{ExternalIDs: map[string]string{translate.KeyName: name}}, func(r *nbdb.LogicalRouterPolicy) map[string]string { return r.ExternalIDs })
+		if err != nil {
+			return nil, fmt.Errorf("list policies of %s: %w", k, err)
+		}
+		nats, err := ownedRows(ctx, c, k, nbdb.NAT{ExternalIDs: map[string]string{translate.KeyName: name}}, func(r *nbdb.NAT) map[string]string { return r.ExternalIDs })
+		if err != nil {
+			return nil, fmt.Errorf("list NAT rows of %s: %w", k, err)
+		}
+		p.diffAddressSets(want.AddressSets, ases)
+		p.diffPolicies(want.Policies, pols, refs)
+		p.diffNATs(want.NATs, nats, refs)
+	}
+	if refs.err != nil {
+		return nil, refs.err
+	}
+	return p, nil
+}
+
+func (p *Plan) diffAddressSets(want []translate.AddressSet, have []nbdb.AddressSet) {
+	byID := map[string][]nbdb.AddressSet{}
+	for _, r := range have {
+		byID[r.ExternalIDs[translate.KeyID]] = append(byID[r.ExternalIDs[translate.KeyID]], r)
+	}
+	for _, w := range want {
+		id := w.ExternalIDs[translate.KeyID]
+		rows := byID[id]
+		delete(byID, id)
+		if len(rows) == 0 {
+			p.asCreate = append(p.asCreate, w)
+			continue
+		}
+		p.asDelete = append(p.asDelete, rows[1:]...) // duplicates
+		cur := rows[0]
+		u := asUpdate{uuid: cur.UUID, id: id}
+		have := map[string]bool{}
+		for _, a := range cur.Addresses {
+			have[a] = true
+		}
+		for _, a := range w.Addresses {
+			if !have[a] {
+				u.add = append(u.add, a)
+			}
+			delete(have, a)
+		}
+		u.del = slices.Sorted(maps.Keys(have))
+		if cur.Name != w.Name || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
+			u.ids, u.name = w.ExternalIDs, w.Name
+		}
+		if len(u.add) > 0 || len(u.del) > 0 || u.ids != nil {
+			p.asUpdate = append(p.asUpdate, u)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		p.asDelete = append(p.asDelete, byID[id]...)
+	}
+}
+
+func (p *Plan) diffPolicies(want []translate.Policy, have []nbdb.LogicalRouterPolicy, refs *routerRefs) {
+	byID := map[string][]nbdb.LogicalRouterPolicy{}
+	for _, r := range have {
+		byID[r.ExternalIDs[translate.KeyID]] = append(byID[r.ExternalIDs[translate.KeyID]], r)
+	}
+	for _, w := range want {
+		id := w.ExternalIDs[translate.KeyID]
+		rows := byID[id]
+		delete(byID, id)
+		if len(rows) == 0 {
+			p.polCreate = append(p.polCreate, w)
+			continue
+		}
+		for _, dup := range rows[1:] {
+			p.polDelete = append(p.polDelete, attached{dup.UUID, id, refs.router(dup.UUID)})
+		}
+		cur := rows[0]
+		if cur.Priority != w.Priority || cur.Match != w.Match || string(cur.Action) != w.Action ||
+			!slices.Equal(sortedCopy(cur.Nexthops), sortedCopy(w.Nexthops)) || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
+			p.polUpdate = append(p.polUpdate, polUpdate{cur.UUID, w})
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		for _, r := range byID[id] {
+			p.polDelete = append(p.polDelete, attached{r.UUID, id, refs.router(r.UUID)})
+		}
+	}
+}
+
+func (p *Plan) diffNATs(want []translate.NAT, have []nbdb.NAT, refs *routerRefs) {
+	byID := map[string][]nbdb.NAT{}
+	for _, r := range have {
+		byID[r.ExternalIDs[translate.KeyID]] = append(byID[r.ExternalIDs[translate.KeyID]], r)
+	}
+	for _, w := range want {
+		id := w.ExternalIDs[translate.KeyID]
+		rows := byID[id]
+		delete(byID, id)
+		if len(rows) == 0 {
+			p.natCreate = append(p.natCreate, w)
+			continue
+		}
+		for _, dup := range rows[1:] {
+			p.natDelete = append(p.natDelete, attached{dup.UUID, id, refs.router(dup.UUID)})
+		}
+		cur := rows[0]
+		if r := refs.router(cur.UUID); r != w.Router {
+			p.natDelete = append(p.natDelete, attached{cur.UUID, id, r})
+			p.natCreate = append(p.natCreate, w)
+			continue
+		}
+		if string(cur.Type) != w.Type || cur.ExternalIP != w.ExternalIP || cur.LogicalIP != w.LogicalIP || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
+			p.natUpdate = append(p.natUpdate, natUpdate{cur.UUID, w})
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		for _, r := range byID[id] {
+			p.natDelete = append(p.natDelete, attached{r.UUID, id, refs.router(r.UUID)})
+		}
+	}
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+// routerRefs maps policy and NAT row UUIDs to the router referencing them.
+// It lists the routers only when first asked: a sync that changes nothing,
+// or only adds, never walks every router's references.
+type routerRefs struct {
+	ctx    context.Context
+	c      client.Client
+	byUUID map[string]string
+	err    error
+}
+
+func (r *routerRefs) router(uuid string) string {
+	if r.byUUID == nil && r.err == nil {
+		var routers []nbdb.LogicalRouter
+		if err := r.c.List(r.ctx, &routers); err != nil {
+			r.err = fmt.Errorf("list routers: %w", err)
+			return ""
+		}
+		r.byUUID = map[string]string{}
+		for _, lr := range routers {
+			for _, u := range lr.Policies {
+				r.byUUID[u] = lr.Name
+			}
+			for _, u := range lr.Nat {
+				r.byUUID[u] = lr.Name
+			}
+		}
+	}
+	return r.byUUID[uuid]
+}
