@@ -19,7 +19,7 @@ func (t Topology) NodeObject(n TopologyNode) *corev1.Node {
 	ann["k8s.ovn.org/l3-gateway-config"] = `{"default":{"mode":"shared"}}`
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{"kubernetes.io/hostname": n.Name}, Annotations: ann},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 	}
 	for _, p := range n.ExternalIPs {
 		node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: p.Addr().String()})
