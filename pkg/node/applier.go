@@ -1,0 +1,221 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/sirupsen/logrus"
+	"sigs.k8s.io/knftables"
+
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// ApplierConfig tunes the Applier.
+type ApplierConfig struct {
+	// RulePriority is the ip rule priority the agent owns, in both
+	// families: every rule there is the agent's, no rule elsewhere is.
+	RulePriority int
+	// MgmtPort is the management port; traffic leaving through it goes back
+	// into the cluster and is never SNATed. "" disables that exception.
+	MgmtPort string
+	// EnableForwarding turns on IPv4/IPv6 forwarding for the families the
+	// plan uses (the host path forwards rerouted pod traffic).
+	EnableForwarding bool
+}
+
+// DefaultApplierConfig: priority 5000, ovn-k8s-mp0, forwarding on.
+func DefaultApplierConfig() ApplierConfig {
+	return ApplierConfig{RulePriority: translate.DefaultRulePriority, MgmtPort: "ovn-k8s-mp0", EnableForwarding: true}
+}
+
+// Validate checks the configuration.
+func (c ApplierConfig) Validate() error {
+	if c.RulePriority <= 0 || c.RulePriority >= 32766 {
+		return fmt.Errorf("rule priority %d: want 1..32765 (0 is the local table, 32766/32767 main and default)", c.RulePriority)
+	}
+	if len(c.MgmtPort) > 15 {
+		return fmt.Errorf("management port %q: interface names have at most 15 characters", c.MgmtPort)
+	}
+	return nil
+}
+
+// Applier takes the node's owned state — ip rules at its priority and the
+// `inet ovn-egress` nft table — to a desired translate.NodeState. It lists
+// what exists, diffs, adds before it deletes, and never touches rules at
+// other priorities, other nft tables or ovn-kubernetes' tables. It keeps no
+// memory of what it wrote: every Apply reads the kernel back.
+type Applier struct {
+	cfg    ApplierConfig
+	nl     Netlink
+	nft    knftables.Interface
+	sysctl Sysctl
+	log    *logrus.Entry
+}
+
+// NewApplier builds an Applier. nft must be bound to family inet and table
+// TableName (knftables.New(knftables.InetFamily, node.TableName)).
+func NewApplier(cfg ApplierConfig, nl Netlink, nft knftables.Interface, sysctl Sysctl, log *logrus.Entry) (*Applier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Applier{cfg: cfg, nl: nl, nft: nft, sysctl: sysctl, log: log}, nil
+}
+
+// ApplyOptions select a phase of an ordered sync.
+type ApplyOptions struct {
+	// KeepStale adds and updates only; nothing is deleted. The controller
+	// uses it to program new state, publish the report, wait, then delete.
+	KeepStale bool
+}
+
+// Result is what an Apply reached.
+type Result struct {
+	// Reached is the owned state after the apply: what was there and is
+	// still wanted or kept, plus what was added.
+	Reached translate.NodeState
+	// Added and Deleted count rules and map elements written; Chains says
+	// the table structure was (re)written.
+	Added, Deleted int
+	Chains         bool
+	// Forwarding lists the sysctls turned on.
+	Forwarding []string
+}
+
+// Changed reports whether the apply wrote anything.
+func (r Result) Changed() bool {
+	return r.Added > 0 || r.Deleted > 0 || r.Chains || len(r.Forwarding) > 0
+}
+
+// Apply takes the owned state to want. Errors of single rules do not stop
+// the others; the returned Result says what was reached either way.
+func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts ApplyOptions) (Result, error) {
+	want = translate.NodeState{Rules: slices.Clone(want.Rules), SNAT: slices.Clone(want.SNAT),
+		NoSNAT: slices.Clone(want.NoSNAT)}.Normalize()
+	for _, r := range want.Rules {
+		if r.Priority != a.cfg.RulePriority {
+			return Result{}, fmt.Errorf("rule %s is not at the owned priority %d", r, a.cfg.RulePriority)
+		}
+	}
+	var res Result
+	rules, err := listOwnedRules(a.nl, a.cfg.RulePriority)
+	if err != nil {
+		return res, err
+	}
+	nft, err := listNFT(ctx, a.nft)
+	if err != nil {
+		return res, err
+	}
+	res.Reached = existing(rules, nft)
+
+	if a.cfg.EnableForwarding {
+		res.Forwarding, err = ensureForwarding(a.sysctl, familiesOf(want))
+		if err != nil {
+			return res, fmt.Errorf("enable forwarding: %w", err)
+		}
+	}
+
+	// Add phase: nft first (one atomic transaction), then rules.
+	p := planNFT(a.nft, nft, want, a.cfg.MgmtPort)
+	if p.structure || len(p.upserted) > 0 {
+		if err := a.nft.Run(ctx, p.adds); err != nil {
+			return res, fmt.Errorf("nft add transaction: %w", err)
+		}
+		res.Chains = p.structure
+		res.Added += len(p.upserted)
+		for _, e := range p.upserted {
+			nft.elements[e.Endpoint] = e
+		}
+	}
+	res.Reached.NoSNAT = want.NoSNAT
+	res.Reached.SNAT = elementsOf(nft)
+	reachedRules, added, addErr := addRules(a.nl, rules, want.Rules)
+	res.Added += added
+	res.Reached.Rules = mergeRules(reachedRules, staleRules(rules, want))
+	if addErr != nil || opts.KeepStale {
+		res.Reached = res.Reached.Normalize()
+		return res, addErr
+	}
+
+	// Delete phase: rules, then the nft elements nobody wants.
+	deleted, failed, delErr := deleteRules(a.nl, rules, want.Rules)
+	res.Deleted += deleted
+	res.Reached.Rules = mergeRules(reachedRules, failed)
+	if len(p.removed) > 0 {
+		if err := a.nft.Run(ctx, p.deletes); err != nil {
+			delErr = errors.Join(delErr, fmt.Errorf("nft delete transaction: %w", err))
+		} else {
+			res.Deleted += len(p.removed)
+			for _, e := range p.removed {
+				delete(nft.elements, e.Endpoint)
+			}
+		}
+	}
+	res.Reached.SNAT = elementsOf(nft)
+	res.Reached = res.Reached.Normalize()
+	return res, delErr
+}
+
+// Read returns the owned state as it is, without changing anything.
+func (a *Applier) Read(ctx context.Context) (translate.NodeState, error) {
+	rules, err := listOwnedRules(a.nl, a.cfg.RulePriority)
+	if err != nil {
+		return translate.NodeState{}, err
+	}
+	nft, err := listNFT(ctx, a.nft)
+	if err != nil {
+		return translate.NodeState{}, err
+	}
+	return existing(rules, nft), nil
+}
+
+// existing is the owned state as listed, before any write.
+func existing(rules ownedRules, nft nftState) translate.NodeState {
+	st := translate.NodeState{SNAT: elementsOf(nft)}
+	for r := range rules.rules {
+		st.Rules = append(st.Rules, r)
+	}
+	return st.Normalize()
+}
+
+// elementsOf lists the map elements nft holds.
+func elementsOf(nft nftState) []translate.SNATElement {
+	out := make([]translate.SNATElement, 0, len(nft.elements))
+	for _, e := range nft.elements {
+		out = append(out, e)
+	}
+	return out
+}
+
+func staleRules(rules ownedRules, want translate.NodeState) []translate.IPRule {
+	wanted := make(map[translate.IPRule]bool, len(want.Rules))
+	for _, r := range want.Rules {
+		wanted[r] = true
+	}
+	var out []translate.IPRule
+	for r := range rules.rules {
+		if !wanted[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func mergeRules(a, b []translate.IPRule) []translate.IPRule {
+	return append(slices.Clone(a), b...)
+}
+
+// familiesOf lists the families the state programs something for.
+func familiesOf(st translate.NodeState) []ipfamily.Family {
+	var out []ipfamily.Family
+	for _, f := range ipfamily.All {
+		used := slices.ContainsFunc(st.SNAT, func(e translate.SNATElement) bool { return e.Family == f }) ||
+			slices.ContainsFunc(st.Rules, func(r translate.IPRule) bool { return r.Family == f })
+		if used {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,249 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	"sigs.k8s.io/knftables"
+
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+type mapSysctl map[string]string
+
+func (m mapSysctl) Get(n string) (string, error) {
+	v, ok := m[n]
+	if !ok {
+		return "", errors.New("no such sysctl " + n)
+	}
+	return v, nil
+}
+func (m mapSysctl) Set(n, v string) error { m[n] = v; return nil }
+
+func testLog() *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return logrus.NewEntry(l)
+}
+
+type fakeEnv struct {
+	nl     *FakeNetlink
+	nft    *knftables.Fake
+	sysctl mapSysctl
+	a      *Applier
+}
+
+func newFakeEnv(t *testing.T) *fakeEnv {
+	t.Helper()
+	e := &fakeEnv{nl: NewFakeNetlink(), nft: knftables.NewFake(knftables.InetFamily, TableName),
+		sysctl: mapSysctl{"net/ipv4/ip_forward": "0", "net/ipv6/conf/all/forwarding": "0"}}
+	a, err := NewApplier(DefaultApplierConfig(), e.nl, e.nft, e.sysctl, testLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.a = a
+	return e
+}
+
+func rule(s string) translate.IPRule {
+	// "10.0.0.1 100" or "169.254.169.3:30300 100"
+	var r translate.IPRule
+	src, table, _ := strings.Cut(s, " ")
+	host, port, hasPort := strings.Cut(src, "|")
+	a := netip.MustParseAddr(host)
+	r.Family, r.Priority, r.Src = ipfamily.Of(a), translate.DefaultRulePriority, netip.PrefixFrom(a, a.BitLen())
+	if hasPort {
+		r.SourcePort = uint16(mustAtoi(port))
+	}
+	r.Table = uint32(mustAtoi(table))
+	return r
+}
+
+func mustAtoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+func elem(ep, snat, owner string) translate.SNATElement {
+	a := netip.MustParseAddr(ep)
+	return translate.SNATElement{Family: ipfamily.Of(a), Endpoint: a, SNATIP: netip.MustParseAddr(snat), Owner: owner}
+}
+
+func kernelRuleFor(t *testing.T, src string, sport uint16, table, prio int) *netlink.Rule {
+	t.Helper()
+	r := netlink.NewRule()
+	_, n, err := net.ParseCIDR(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Src, r.Table, r.Priority = n, table, prio
+	r.Family = netlink.FAMILY_V4
+	if n.IP.To4() == nil {
+		r.Family = netlink.FAMILY_V6
+	}
+	if sport != 0 {
+		r.Sport = netlink.NewRulePortRange(sport, sport)
+	}
+	return r
+}
+
+// TestNodeApplierRepair is ovn-kubernetes' node repair case (§4.3 case 1):
+// rules at the owned priority with a wrong table, an unknown source or an
+// unknown sport are deleted, so are map elements of a gone endpoint, with
+// a wrong LB IP, of a gone service; valid ones stay untouched. Rules at
+// other priorities are never touched.
+func TestNodeApplierRepair(t *testing.T) {
+	ctx := context.Background()
+	e := newFakeEnv(t)
+	// Foreign rules at other priorities (foreign nft tables are checked
+	// against the real kernel: the fake is bound to the agent's table).
+	must(t, e.nl.RuleAdd(kernelRuleFor(t, "10.128.0.3/32", 0, 100, 6000)))
+	must(t, e.nl.RuleAdd(kernelRuleFor(t, "0.0.0.0/0", 0, 254, 32766)))
+	// Stale owned state, from a previous agent run.
+	for _, r := range []*netlink.Rule{
+		kernelRuleFor(t, "10.128.0.3/32", 0, 100, 5000),        // valid
+		kernelRuleFor(t, "10.128.0.4/32", 0, 101, 5000),        // wrong table
+		kernelRuleFor(t, "10.128.0.99/32", 0, 100, 5000),       // unknown source
+		kernelRuleFor(t, "169.254.169.3/32", 30300, 100, 5000), // valid
+		kernelRuleFor(t, "169.254.169.3/32", 31111, 100, 5000), // unknown sport
+		kernelRuleFor(t, "10.96.0.0/16", 0, 100, 5000),         // not our shape (a /16)
+	} {
+		must(t, e.nl.RuleAdd(r))
+	}
+	want := translate.NodeState{
+		Rules: []translate.IPRule{rule("10.128.0.3 100"), rule("10.128.0.4 100"), rule("169.254.169.3|30300 100")},
+		SNAT:  []translate.SNATElement{elem("10.128.0.3", "5.5.5.5", "namespace1/service1"), elem("10.128.0.4", "6.6.6.6", "namespace1/service2")},
+	}
+	if _, err := e.a.Apply(ctx, translate.NodeState{SNAT: []translate.SNATElement{
+		elem("10.128.0.3", "5.5.5.5", "namespace1/service1"), // valid
+		elem("10.128.0.4", "7.7.7.7", "namespace1/service2"), // wrong LB
+		elem("10.128.0.5", "5.5.5.5", "namespace1/service1"), // gone endpoint
+		elem("10.128.0.6", "8.8.8.8", "namespace9/gone"),     // gone service
+	}}, ApplyOptions{KeepStale: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.a.Apply(ctx, want, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRules := "v4 5000: from 10.128.0.3 lookup 100\nv4 5000: from 169.254.169.3 sport 30300 lookup 100\n" +
+		"v4 5000: from 10.128.0.4 lookup 100\nv4 6000: from 10.128.0.3 lookup 100\nv4 32766: from 0.0.0.0/0 lookup 254\n"
+	if got := e.nl.Dump(); got != wantRules {
+		t.Errorf("rules:\n%s\nwant:\n%s", got, wantRules)
+	}
+	dump := e.nft.Dump()
+	for _, s := range []string{
+		`add element inet ovn-egress snat-v4 { 10.128.0.3 comment "namespace1/service1" : 5.5.5.5 }`,
+		`add element inet ovn-egress snat-v4 { 10.128.0.4 comment "namespace1/service2" : 6.6.6.6 }`,
+	} {
+		if !strings.Contains(dump, s) {
+			t.Errorf("nft dump lacks %q:\n%s", s, dump)
+		}
+	}
+	if n := strings.Count(dump, "add element"); n != 2 {
+		t.Errorf("%d elements; want 2:\n%s", n, dump)
+	}
+	if got, want := stateString(res.Reached), stateString(want); got != want {
+		t.Errorf("reached:\n%s\nwant:\n%s", got, want)
+	}
+	if e.sysctl["net/ipv4/ip_forward"] != "1" || e.sysctl["net/ipv6/conf/all/forwarding"] != "0" {
+		t.Errorf("sysctls %v; want IPv4 forwarding only", e.sysctl)
+	}
+	// A second apply changes nothing.
+	writes := e.nl.Writes
+	res, err = e.a.Apply(ctx, want, ApplyOptions{})
+	if err != nil || res.Changed() || e.nl.Writes != writes {
+		t.Errorf("second apply: changed=%v (%+v) err=%v", res.Changed(), res, err)
+	}
+}
+
+// TestNodeApplierAddsBeforeDeletes: with KeepStale nothing goes; errors of
+// one rule do not stop the others, and Reached says exactly what exists.
+func TestNodeApplierAddsBeforeDeletes(t *testing.T) {
+	ctx := context.Background()
+	e := newFakeEnv(t)
+	old := translate.NodeState{Rules: []translate.IPRule{rule("10.128.0.3 100")},
+		SNAT: []translate.SNATElement{elem("10.128.0.3", "5.5.5.5", "ns/a")}}
+	if _, err := e.a.Apply(ctx, old, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	next := translate.NodeState{Rules: []translate.IPRule{rule("10.128.0.3 200"), rule("fe00::3 200")},
+		SNAT: []translate.SNATElement{elem("10.128.0.3", "6.6.6.6", "ns/a"), elem("fe00::3", "5:5::5", "ns/a")}}
+	e.nl.Fail = func(op string, r *netlink.Rule) error {
+		if op == "add" && r.Family == netlink.FAMILY_V6 {
+			return unix.EPERM
+		}
+		return nil
+	}
+	res, err := e.a.Apply(ctx, next, ApplyOptions{KeepStale: true})
+	if !errors.Is(err, unix.EPERM) {
+		t.Fatalf("err = %v; want EPERM", err)
+	}
+	want := "v4 5000: from 10.128.0.3 lookup 100\nv4 5000: from 10.128.0.3 lookup 200\n" +
+		"v4 10.128.0.3 : 6.6.6.6  # ns/a\nv6 fe00::3 : 5:5::5  # ns/a\n"
+	if got := stateString(res.Reached); got != want {
+		t.Errorf("reached:\n%s\nwant:\n%s", got, want)
+	}
+	e.nl.Fail = nil
+	res, err = e.a.Apply(ctx, next, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stateString(res.Reached), stateString(next); got != want {
+		t.Errorf("reached:\n%s\nwant:\n%s", got, want)
+	}
+	// Deletion removes everything owned, and only that.
+	res, err = e.a.Apply(ctx, translate.NodeState{}, ApplyOptions{})
+	if err != nil || len(res.Reached.Rules)+len(res.Reached.SNAT) != 0 || e.nl.Dump() != "" {
+		t.Errorf("after deleting all: reached %s, rules %q, err %v", stateString(res.Reached), e.nl.Dump(), err)
+	}
+}
+
+func TestNodeApplierConfigValidate(t *testing.T) {
+	for _, p := range []int{0, -1, 32766, 40000} {
+		c := DefaultApplierConfig()
+		c.RulePriority = p
+		if c.Validate() == nil {
+			t.Errorf("priority %d accepted", p)
+		}
+	}
+	if err := DefaultApplierConfig().Validate(); err != nil {
+		t.Error(err)
+	}
+	e := newFakeEnv(t)
+	r := rule("10.0.0.1 100")
+	r.Priority = 6000
+	if _, err := e.a.Apply(context.Background(), translate.NodeState{Rules: []translate.IPRule{r}}, ApplyOptions{}); err == nil {
+		t.Error("a rule at a foreign priority was accepted")
+	}
+}
+
+func stateString(st translate.NodeState) string {
+	var b strings.Builder
+	for _, r := range st.Rules {
+		b.WriteString(r.String() + "\n")
+	}
+	for _, e := range st.SNAT {
+		b.WriteString(e.String() + "\n")
+	}
+	return b.String()
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

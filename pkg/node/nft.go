@@ -1,0 +1,257 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// The nftables layout the agent owns: one table, never anyone else's.
+//
+//	table inet ovn-egress {
+//	  map snat-v4 { type ipv4_addr : ipv4_addr }   # endpoint → SNAT IP, comment "ns/name"
+//	  map snat-v6 { type ipv6_addr : ipv6_addr }
+//	  chain pod-snat {    # nat, postrouting, priority srcnat-10
+//	    meta mark 0x3f0 return                      # ovn-kubernetes' DoNotSNAT mark
+//	    oifname "ovn-k8s-mp0" return                # back into the cluster
+//	    ip daddr { <cluster subnets> } return       # to pods
+//	    ip6 daddr { <cluster subnets> } return
+//	    snat ip to ip saddr map @snat-v4
+//	    snat ip6 to ip6 saddr map @snat-v6
+//	  }
+//	  chain leak-guard {  # filter, postrouting, priority srcnat+10
+//	    (the same three returns)
+//	    ip saddr @snat-v4 drop                      # an endpoint that was not SNATed
+//	    ip6 saddr @snat-v6 drop
+//	  }
+//	}
+//
+// What is never SNATed: traffic that goes back into the cluster — out of
+// the management port (ovn-k8s-mp0) or to a cluster subnet — keeps its pod
+// source so pod-to-pod identity and the replies' path through OVN stay
+// intact; packets carrying ovn-kubernetes' DoNotSNAT mark (0x3f0, set by
+// its "allow" policies for pod → node traffic) likewise.
+//
+// The SNAT chain runs at srcnat-10 so it wins over masquerade rules at
+// srcnat (iptables, ovn-kubernetes' own tables): the first NAT binding of a
+// connection sticks. The leak guard runs after NAT: a packet of a mapped
+// endpoint that still carries the endpoint's address would leak the pod IP
+// — conntrack-invalid packets skip the nat chains (reference/hostpath.md
+// §1) — so it is dropped.
+const (
+	TableName      = "ovn-egress"
+	snatChain      = "pod-snat"
+	guardChain     = "leak-guard"
+	doNotSNATMark  = "0x3f0"
+	tableComment   = "owned by ovn-egress node agent; changes are overwritten"
+	snatPriority   = knftables.BaseChainPriority("srcnat-10")
+	guardPriority  = knftables.BaseChainPriority("srcnat+10")
+	ruleHashLength = 8
+)
+
+func snatMap(f ipfamily.Family) string { return "snat-" + string(f) }
+
+func nftAddrType(f ipfamily.Family) string {
+	if f == ipfamily.V6 {
+		return "ipv6_addr"
+	}
+	return "ipv4_addr"
+}
+
+// nftMatch is the nft payload expression prefix: "ip" or "ip6".
+func nftMatch(f ipfamily.Family) string {
+	if f == ipfamily.V6 {
+		return "ip6"
+	}
+	return "ip"
+}
+
+// chainRule is one rule of a chain with the comment that identifies it.
+type chainRule struct{ text, comment string }
+
+// chainRules renders the fixed rules of both chains. Each comment ends
+// with a hash of the rule text, so a changed rule (new cluster subnets, a
+// new agent version) is noticed from the comments alone — knftables lists
+// rules by handle and comment, not by text.
+func chainRules(mgmtPort string, noSNAT []netip.Prefix) (snat, guard []chainRule) {
+	mk := func(name, text string) chainRule {
+		h := fnv.New32a()
+		h.Write([]byte(text))
+		return chainRule{text: text, comment: fmt.Sprintf("%s %0*x", name, ruleHashLength, h.Sum32())}
+	}
+	var keep []chainRule
+	keep = append(keep, mk("do-not-snat-mark", "meta mark "+doNotSNATMark+" return"))
+	if mgmtPort != "" {
+		keep = append(keep, mk("to-cluster-via-mgmt-port", fmt.Sprintf("oifname %q return", mgmtPort)))
+	}
+	for _, f := range ipfamily.All {
+		var ps []string
+		for _, p := range noSNAT {
+			if ipfamily.OfPrefix(p) == f {
+				ps = append(ps, p.Masked().String())
+			}
+		}
+		if len(ps) > 0 {
+			keep = append(keep, mk("to-cluster-"+string(f),
+				fmt.Sprintf("%s daddr { %s } return", nftMatch(f), strings.Join(ps, ", "))))
+		}
+	}
+	snat = append(snat, keep...)
+	guard = append(guard, keep...)
+	for _, f := range ipfamily.All {
+		m := nftMatch(f)
+		snat = append(snat, mk("snat-"+string(f), fmt.Sprintf("snat %s to %s saddr map @%s", m, m, snatMap(f))))
+		guard = append(guard, mk("unsnatted-"+string(f), fmt.Sprintf("%s saddr @%s drop", m, snatMap(f))))
+	}
+	return snat, guard
+}
+
+// nftState is what the agent found in its table.
+type nftState struct {
+	elements map[netip.Addr]translate.SNATElement // by endpoint
+	chains   map[string][]string                  // chain → rule comments, in order
+}
+
+// listNFT reads the agent's table; a missing table, map or chain reads as
+// empty.
+func listNFT(ctx context.Context, nft knftables.Interface) (nftState, error) {
+	st := nftState{elements: map[netip.Addr]translate.SNATElement{}, chains: map[string][]string{}}
+	for _, f := range ipfamily.All {
+		elems, err := nft.ListElements(ctx, "map", snatMap(f))
+		if knftables.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return st, fmt.Errorf("list map %s: %w", snatMap(f), err)
+		}
+		for _, e := range elems {
+			se, ok := elementFromNFT(f, e)
+			if !ok {
+				// Not an element the agent writes; the map is typed, so
+				// this is unreachable short of a changed map type.
+				continue
+			}
+			st.elements[se.Endpoint] = se
+		}
+	}
+	for _, c := range []string{snatChain, guardChain} {
+		rules, err := nft.ListRules(ctx, c)
+		if knftables.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return st, fmt.Errorf("list chain %s: %w", c, err)
+		}
+		comments := []string{}
+		for _, r := range rules {
+			c := ""
+			if r.Comment != nil {
+				c = *r.Comment
+			}
+			comments = append(comments, c)
+		}
+		st.chains[c] = comments
+	}
+	return st, nil
+}
+
+func elementFromNFT(f ipfamily.Family, e *knftables.Element) (translate.SNATElement, bool) {
+	if len(e.Key) != 1 || len(e.Value) != 1 {
+		return translate.SNATElement{}, false
+	}
+	k, err1 := netip.ParseAddr(e.Key[0])
+	v, err2 := netip.ParseAddr(e.Value[0])
+	if err1 != nil || err2 != nil || ipfamily.Of(k) != f {
+		return translate.SNATElement{}, false
+	}
+	se := translate.SNATElement{Family: f, Endpoint: ipfamily.Canonical(k), SNATIP: ipfamily.Canonical(v)}
+	if e.Comment != nil {
+		se.Owner = *e.Comment
+	}
+	return se, true
+}
+
+func nftElement(e translate.SNATElement) *knftables.Element {
+	el := &knftables.Element{Map: snatMap(e.Family), Key: []string{e.Endpoint.String()}, Value: []string{e.SNATIP.String()}}
+	if e.Owner != "" {
+		el.Comment = knftables.PtrTo(e.Owner)
+	}
+	return el
+}
+
+// nftPlan is the two transactions that take the table to the desired state.
+type nftPlan struct {
+	// adds creates the table, maps and chains if missing, rewrites chains
+	// whose rules differ, adds missing elements and replaces changed ones.
+	adds *knftables.Transaction
+	// deletes removes the elements nobody wants.
+	deletes *knftables.Transaction
+	// upserted and removed are the elements each transaction writes.
+	upserted, removed []translate.SNATElement
+	// structure: adds creates the table or rewrites a chain. A chain's
+	// rules reference the maps, so chains as wanted imply the maps exist.
+	structure bool
+}
+
+func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, mgmtPort string) nftPlan {
+	p := nftPlan{adds: nft.NewTransaction(), deletes: nft.NewTransaction()}
+	snatRules, guardRules := chainRules(mgmtPort, want.NoSNAT)
+	chains := []struct {
+		name     string
+		typ      knftables.BaseChainType
+		priority knftables.BaseChainPriority
+		rules    []chainRule
+	}{{snatChain, knftables.NATType, snatPriority, snatRules}, {guardChain, knftables.FilterType, guardPriority, guardRules}}
+
+	p.adds.Add(&knftables.Table{Comment: knftables.PtrTo(tableComment)})
+	for _, f := range ipfamily.All {
+		p.adds.Add(&knftables.Map{Name: snatMap(f), Type: nftAddrType(f) + " : " + nftAddrType(f),
+			Comment: knftables.PtrTo("endpoint -> SNAT address; element comments name the EgressService")})
+	}
+	for _, c := range chains {
+		var comments []string
+		for _, r := range c.rules {
+			comments = append(comments, r.comment)
+		}
+		p.adds.Add(&knftables.Chain{Name: c.name, Type: knftables.PtrTo(c.typ), Hook: knftables.PtrTo(knftables.PostroutingHook),
+			Priority: knftables.PtrTo(c.priority), Policy: knftables.PtrTo(knftables.AcceptPolicy)})
+		if slices.Equal(have.chains[c.name], comments) {
+			continue
+		}
+		p.structure = true
+		p.adds.Flush(&knftables.Chain{Name: c.name})
+		for _, r := range c.rules {
+			p.adds.Add(&knftables.Rule{Chain: c.name, Rule: r.text, Comment: knftables.PtrTo(r.comment)})
+		}
+	}
+
+	wanted := make(map[netip.Addr]bool, len(want.SNAT))
+	for _, e := range want.SNAT {
+		wanted[e.Endpoint] = true
+		old, ok := have.elements[e.Endpoint]
+		if ok && old == e {
+			continue
+		}
+		if ok {
+			// A map key has one value: replace it in the same transaction.
+			p.adds.Delete(nftElement(old))
+		}
+		p.adds.Add(nftElement(e))
+		p.upserted = append(p.upserted, e)
+	}
+	for ep, e := range have.elements {
+		if !wanted[ep] {
+			p.deletes.Delete(nftElement(e))
+			p.removed = append(p.removed, e)
+		}
+	}
+	return p
+}
