@@ -238,7 +238,8 @@ type nodeCandidate struct {
 	svc     *corev1.Service
 	ingress map[ipfamily.Family]netip.Addr
 	table   uint32 // 0: no spec.network
-	eps     []netip.Addr
+	// eps are AgentEndpoints before shared-endpoint claims.
+	eps []netip.Addr
 }
 
 // NodePlan computes what the node agent on in.Node programs. For each
@@ -260,14 +261,18 @@ type nodeCandidate struct {
 // Shared endpoints: one pod IP can have one SNAT address and one table, so
 // when it backs two EgressServices programmed on this node the lexically
 // first "namespace/name" keeps it and every other service gets a
-// SharedEndpoint problem and is programmed (and reported) without it. The
-// master applies the same rule through ClaimEndpoints, so both sides hash
-// the same endpoint sets.
+// SharedEndpoint problem and is programmed without it. The master applies
+// the same rule (over all services, so it never reroutes an address for a
+// service that lost it here) and leaves the address out of the loser's
+// reroute set.
 //
-// Every service that is programmed gets a report entry: ips are the SNAT
-// addresses (none for ALL or Network), network is spec.network, eps is the
-// EndpointsHash of its endpoints after claims. NoSNAT is the cluster
-// subnets: traffic to them keeps the pod source.
+// Every service that is programmed gets a report entry in the format the
+// master compares (report.go): ips are ReportIPs of the Service's ingress
+// IPs when the node SNATs (none for ALL or Network), network is
+// spec.network, eps is EndpointsHash(AgentEndpoints(...)) of the Service's
+// endpoints — before shared-endpoint claims, exactly as the master computes
+// it; the hash says which endpoint state the agent has caught up with.
+// NoSNAT is the cluster subnets: traffic to them keeps the pod source.
 func NodePlan(in NodePlanInput) NodePlanOutput {
 	var out NodePlanOutput
 	svcs := map[string]*corev1.Service{}
@@ -355,12 +360,10 @@ func nodeServicePlan(c nodeCandidate, eps []netip.Addr, in NodePlanInput) NodeSe
 	sp := NodeServicePlan{Key: c.key}
 	prio := in.Config.RulePriority
 	snat := c.es.Status.Host == in.Node && c.es.Spec.SourceIPBy != egressv1.Network
-	snatFamilies := map[ipfamily.Family]netip.Addr{}
 	for _, ip := range eps {
 		f := ipfamily.Of(ip)
 		if lb, ok := c.ingress[f]; ok && snat {
 			sp.SNAT = append(sp.SNAT, SNATElement{Family: f, Endpoint: ip, SNATIP: lb, Owner: c.key})
-			snatFamilies[f] = lb
 		}
 		if c.table != 0 {
 			sp.Rules = append(sp.Rules, hostRule(ip, 0, prio, c.table))
@@ -386,10 +389,9 @@ func nodeServicePlan(c nodeCandidate, eps []netip.Addr, in NodePlanInput) NodeSe
 	}
 	st := NodeState{Rules: sp.Rules, SNAT: sp.SNAT}.Normalize()
 	sp.Rules, sp.SNAT = st.Rules, st.SNAT
-	sp.Report = ServiceReport{
-		IngressIPs: ReportIPs(snatFamilies),
-		Network:    c.es.Spec.Network,
-		Endpoints:  EndpointsHash(eps),
+	sp.Report = ServiceReport{Network: c.es.Spec.Network, Endpoints: EndpointsHash(c.eps)}
+	if snat {
+		sp.Report.IngressIPs = ReportIPs(c.ingress)
 	}
 	return sp
 }
@@ -432,7 +434,8 @@ type SharedEndpoint struct {
 // ClaimEndpoints settles addresses wanted by more than one EgressService on
 // one node: the lexically first key keeps the address, the others lose it.
 // It returns, per key, the addresses it keeps (sorted), and every loss
-// ordered by key then address. Node agent and master both use it.
+// ordered by key then address. The master's NB translation settles
+// conflicts by the same rule (lexically first key wins).
 func ClaimEndpoints(claims []EndpointClaim) (kept map[string][]netip.Addr, lost []SharedEndpoint) {
 	sorted := slices.Clone(claims)
 	slices.SortStableFunc(sorted, func(a, b EndpointClaim) int { return cmp.Compare(a.Key, b.Key) })

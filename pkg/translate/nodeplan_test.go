@@ -368,15 +368,23 @@ func npNonNil(s []string) []string {
 }
 
 // TestNodePlanReportMatchesMaster: the report carries exactly what the
-// master recomputes: ReportIPs of the SNAT addresses, spec.network, and the
-// EndpointsHash of AgentEndpoints.
+// master recomputes: ReportIPs of the Service's ingress IPs (when the node
+// SNATs), spec.network, and EndpointsHash(AgentEndpoints) over the
+// Service's endpoints before shared-endpoint claims — also when a family
+// with an ingress IP has no endpoint, and for the service that lost an
+// endpoint to another.
 func TestNodePlanReportMatchesMaster(t *testing.T) {
 	svc := planSvc("ns", "s", []string{"10.96.0.10"}, []string{"5.5.5.5", "5:5::5"})
+	other := planSvc("a", "first", []string{"10.96.0.11"}, []string{"6.6.6.6"})
 	sl := []*discoveryv1.EndpointSlice{planSlice("ns", "s", npV4, "10.128.0.3@node2", "10.128.0.4@node1"),
-		planSlice("ns", "s", npV6, "fe00::3@node1")}
+		planSlice("a", "first", npV4, "10.128.0.4@node1")}
 	for _, host := range []string{planNode, HostAll} {
 		es := planES("ns", "s", host, npLB, "100")
-		out := NodePlan(planInput([]*egressv1.EgressService{es}, []*corev1.Service{svc}, sl, nil))
+		first := planES("a", "first", planNode, npLB, "")
+		out := NodePlan(planInput([]*egressv1.EgressService{es, first}, []*corev1.Service{svc, other}, sl, nil))
+		if len(out.Problems.For("ns/s")) != 1 {
+			t.Errorf("host %s: problems %v; want the shared endpoint", host, out.Problems)
+		}
 		ingress, _ := IngressIPs(svc)
 		eps := ServiceEndpoints(svc, sl, planSubnets)
 		want := ServiceReport{Network: "100", Endpoints: EndpointsHash(AgentEndpoints(host, planNode, eps, ingress))}
