@@ -35,6 +35,7 @@ func newApp() *cli.App {
 		Usage:   "EgressService (k8s.ovn.org/v1) for Kubernetes clusters on OVN",
 		Version: version,
 		Commands: []*cli.Command{
+			masterCommand(),
 			versionCommand(),
 		},
 		HideHelpCommand: true,

@@ -308,3 +308,30 @@ func (r *routerRefs) router(uuid string) string {
 	}
 	return r.byUUID[uuid]
 }
+
+// OwnedKeys lists every key that has rows owned by ovn-egress in the cache.
+func OwnedKeys(ctx context.Context, c client.Client) ([]translate.Key, error) {
+	seen := map[translate.Key]bool{}
+	add := func(ids map[string]string) bool {
+		if k, ok := translate.KeyOf(ids); ok {
+			seen[k] = true
+		}
+		return false
+	}
+	var as []nbdb.AddressSet
+	var ps []nbdb.LogicalRouterPolicy
+	var ns []nbdb.NAT
+	for _, q := range []struct {
+		api  client.ConditionalAPI
+		into any
+	}{
+		{c.WhereCache(func(r *nbdb.AddressSet) bool { return add(r.ExternalIDs) }), &as},
+		{c.WhereCache(func(r *nbdb.LogicalRouterPolicy) bool { return add(r.ExternalIDs) }), &ps},
+		{c.WhereCache(func(r *nbdb.NAT) bool { return add(r.ExternalIDs) }), &ns},
+	} {
+		if err := q.api.List(ctx, q.into); err != nil && err != client.ErrNotFound {
+			return nil, fmt.Errorf("list owned rows: %w", err)
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}

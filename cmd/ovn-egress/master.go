@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+const catLeader = "Leader election"
+
+func nbFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "nb-address", Usage: "OVN NB endpoints, comma-separated: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT (all members of a RAFT cluster)", Category: catOVN, EnvVars: []string{"OVN_NB_DB"}},
+		&cli.StringFlag{Name: "nb-private-key", Usage: "PEM private key for ssl: NB endpoints", Category: catOVN},
+		&cli.StringFlag{Name: "nb-certificate", Usage: "PEM client certificate for ssl: NB endpoints", Category: catOVN},
+		&cli.StringFlag{Name: "nb-ca-cert", Usage: "PEM CA certificate that signed the NB server's certificate", Category: catOVN},
+		&cli.StringFlag{Name: "nb-server-name", Usage: "name expected in the NB server's certificate (default: the endpoint's host)", Category: catOVN},
+		&cli.DurationFlag{Name: "nb-inactivity-probe", Value: 0, Usage: "echo the NB server after this much silence and reconnect when it does not answer (0: off)", Category: catOVN},
+	}
+}
+
+func nbConfig(c *cli.Context) (ovn.ClientConfig, error) {
+	if c.String("nb-address") == "" {
+		return ovn.ClientConfig{}, fmt.Errorf("--nb-address is required")
+	}
+	addrs, err := ovn.ParseAddresses(c.String("nb-address"))
+	if err != nil {
+		return ovn.ClientConfig{}, fmt.Errorf("--nb-address: %w", err)
+	}
+	return ovn.ClientConfig{Addresses: addrs, PrivateKey: c.String("nb-private-key"), Certificate: c.String("nb-certificate"),
+		CACert: c.String("nb-ca-cert"), ServerName: c.String("nb-server-name"), InactivityProbe: c.Duration("nb-inactivity-probe")}, nil
+}
+
+// translateFlags are shared by master, translate and verify.
+func translateFlags() []cli.Flag {
+	d := translate.DefaultConfig()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "cluster-subnets", Value: prefixList(d.ClusterSubnets), Usage: "pod networks, comma-separated (ovn-kubernetes --cluster-subnets, without host prefixes)", Category: catXlate},
+		&cli.StringFlag{Name: "join-subnets", Value: prefixList(d.JoinSubnets), Usage: "join-switch networks, comma-separated", Category: catXlate},
+		&cli.StringFlag{Name: "service-cidrs", Value: prefixList(d.ServiceCIDRs), Usage: "service networks, comma-separated", Category: catXlate},
+		&cli.IntFlag{Name: "reroute-priority", Value: d.ReroutePriority, Usage: "priority of the reroute (and drop) policies", Category: catXlate},
+		&cli.IntFlag{Name: "allow-priority", Value: d.AllowPriority, Usage: "priority of the allow policies that keep cluster, join, service and node traffic from being rerouted", Category: catXlate},
+		&cli.StringFlag{Name: "snat-backend", Value: string(d.Backend), Usage: "where the SNAT to the load-balancer IP happens: host (node agent, nftables) or ovn (NAT rows on the host's gateway router)", Category: catXlate},
+		&cli.StringFlag{Name: "unassigned-traffic", Value: d.UnassignedTraffic, Usage: "endpoints of LoadBalancerIP EgressServices without a working host: allow (leave with the node's address) or drop", Category: catXlate},
+	}
+}
+
+func translateConfig(c *cli.Context) (translate.Config, error) {
+	cfg := translate.DefaultConfig()
+	var err error
+	for _, p := range []struct {
+		flag string
+		into *[]netip.Prefix
+	}{{"cluster-subnets", &cfg.ClusterSubnets}, {"join-subnets", &cfg.JoinSubnets}, {"service-cidrs", &cfg.ServiceCIDRs}} {
+		if *p.into, err = parsePrefixes(c.String(p.flag)); err != nil {
+			return cfg, fmt.Errorf("--%s: %w", p.flag, err)
+		}
+	}
+	cfg.ReroutePriority, cfg.AllowPriority = c.Int("reroute-priority"), c.Int("allow-priority")
+	cfg.Backend = translate.Backend(c.String("snat-backend"))
+	cfg.UnassignedTraffic = c.String("unassigned-traffic")
+	return cfg, cfg.Validate()
+}
+
+func parsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		// ovn-kubernetes writes cluster subnets as CIDR/hostPrefix.
+		if i := strings.LastIndex(f, "/"); i > 0 && strings.Count(f, "/") == 2 {
+			f = f[:i]
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func prefixList(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func masterCommand() *cli.Command {
+	flags := append(kubeFlags(), nbFlags()...)
+	flags = append(flags, translateFlags()...)
+	flags = append(flags,
+		&cli.DurationFlag{Name: "nat-batch-window", Value: time.Second, Usage: "with --snat-backend=ovn: gather changes this long before each NB transaction (each NAT change costs ovn-northd 23.03 a full recompute)", Category: catXlate},
+		&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "re-converge every key this often (0: never)", Category: catXlate},
+		&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "run only while holding the Lease (several replicas: one active)", Category: catLeader},
+		&cli.StringFlag{Name: "lease-namespace", Value: "ovn-egress", Usage: "namespace of the Lease", Category: catLeader, EnvVars: []string{"POD_NAMESPACE"}},
+		&cli.StringFlag{Name: "lease-name", Value: "ovn-egress-master", Usage: "name of the Lease", Category: catLeader},
+		&cli.StringFlag{Name: "lease-identity", Usage: "this replica's identity (default: hostname_pid)", Category: catLeader, EnvVars: []string{"POD_NAME"}},
+		&cli.DurationFlag{Name: "lease-duration", Value: 15 * time.Second, Usage: "how long a standby waits before taking an unrenewed Lease", Category: catLeader},
+		&cli.DurationFlag{Name: "renew-deadline", Value: 10 * time.Second, Usage: "how long the leader keeps trying to renew before giving up", Category: catLeader},
+		&cli.DurationFlag{Name: "retry-period", Value: 2 * time.Second, Usage: "interval between Lease attempts", Category: catLeader},
+	)
+	flags = append(flags, loggingFlags()...)
+	return &cli.Command{
+		Name:  "master",
+		Usage: "run the master: translate EgressServices into OVN NB rows keyed by their host",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(c, "master")
+			if err != nil {
+				return err
+			}
+			cfg, err := masterConfig(c)
+			if err != nil {
+				return err
+			}
+			rc, err := kubeConfig(c)
+			if err != nil {
+				return err
+			}
+			m, err := master.New(c.Context, cfg, rc, log)
+			if err != nil {
+				return err
+			}
+			return m.Run(c.Context)
+		},
+	}
+}
+
+func masterConfig(c *cli.Context) (master.Config, error) {
+	var cfg master.Config
+	var err error
+	if cfg.NB, err = nbConfig(c); err != nil {
+		return cfg, err
+	}
+	if cfg.Sync.Translate, err = translateConfig(c); err != nil {
+		return cfg, err
+	}
+	if cfg.Sync.Translate.Backend == translate.BackendOVN {
+		cfg.Sync.BatchWindow = c.Duration("nat-batch-window")
+	}
+	cfg.Sync.ResyncInterval = c.Duration("resync-interval")
+	cfg.LeaderElection = master.LeaderElection{
+		Enabled: c.Bool("leader-elect"), Namespace: c.String("lease-namespace"), Name: c.String("lease-name"),
+		Identity: c.String("lease-identity"), LeaseDuration: c.Duration("lease-duration"),
+		RenewDeadline: c.Duration("renew-deadline"), RetryPeriod: c.Duration("retry-period"),
+	}
+	return cfg, cfg.Validate()
+}

@@ -1,0 +1,201 @@
+// Package master runs ovn-egress's master: one active replica, chosen by a
+// coordination.k8s.io Lease, runs the controllers (host selection and NB
+// translation); standbys keep warm informer caches and an NB connection and
+// take over when the Lease expires.
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+
+	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
+	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
+)
+
+// LeaderElection configures the Lease.
+type LeaderElection struct {
+	Enabled       bool
+	Namespace     string
+	Name          string
+	Identity      string
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+}
+
+// Config is the master's configuration.
+type Config struct {
+	NB             ovn.ClientConfig
+	Sync           nbsync.Config
+	LeaderElection LeaderElection
+}
+
+// Validate checks the configuration and fills defaults.
+func (c *Config) Validate() error {
+	if err := c.NB.Validate(); err != nil {
+		return fmt.Errorf("nb: %w", err)
+	}
+	if err := c.Sync.Validate(); err != nil {
+		return err
+	}
+	le := &c.LeaderElection
+	if le.Enabled {
+		if le.Namespace == "" || le.Name == "" {
+			return fmt.Errorf("leader election needs a lease namespace and name")
+		}
+		if le.Identity == "" {
+			h, _ := os.Hostname()
+			le.Identity = fmt.Sprintf("%s_%d", h, os.Getpid())
+		}
+		if le.LeaseDuration <= le.RenewDeadline || le.RenewDeadline <= le.RetryPeriod || le.RetryPeriod <= 0 {
+			return fmt.Errorf("leader election durations must satisfy lease > renew deadline > retry period > 0")
+		}
+	}
+	return nil
+}
+
+// Master is a running master process.
+type Master struct {
+	cfg     Config
+	log     *logrus.Entry
+	kube    kubernetes.Interface
+	egress  egressclient.Interface
+	nb      client.Client
+	sync    *nbsync.Controller
+	kubeInf kubeinformers.SharedInformerFactory
+	egInf   egressinformers.SharedInformerFactory
+	bcast   record.EventBroadcaster
+}
+
+// New connects to the API server and NB (retrying NB until ctx ends) and
+// builds the controllers; nothing runs until Run.
+func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*Master, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	egress, err := egressclient.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("egressservice client: %w", err)
+	}
+	nb, err := connectNB(ctx, cfg.NB, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := egressscheme.AddToScheme(scheme.Scheme); err != nil {
+		return nil, err
+	}
+	bcast := record.NewBroadcaster(record.WithContext(ctx))
+	bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	recorder := bcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovn-egress-master"})
+	m := &Master{cfg: cfg, log: log, kube: kube, egress: egress, nb: nb, bcast: bcast,
+		kubeInf: kubeinformers.NewSharedInformerFactory(kube, 0),
+		egInf:   egressinformers.NewSharedInformerFactory(egress, 0)}
+	m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), nb, m.kubeInf, m.egInf, recorder)
+	if err != nil {
+		nb.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// connectNB retries the first NB connection with a capped backoff: a master
+// started before its database waits for it instead of crash-looping.
+func connectNB(ctx context.Context, cfg ovn.ClientConfig, log *logrus.Entry) (client.Client, error) {
+	delay := 500 * time.Millisecond
+	for {
+		c, err := ovn.NewNBClient(ctx, cfg, log.WithField("controller", "libovsdb"))
+		if err == nil {
+			log.WithField("endpoint", c.CurrentEndpoint()).Info("connected to NB")
+			return c, nil
+		}
+		log.WithError(err).Warn("NB not reachable yet; retrying")
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to NB: %w", errors.Join(ctx.Err(), err))
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+// Run starts the informers, waits for leadership (if enabled) and runs the
+// controllers until ctx ends or leadership is lost (an error: the process
+// must restart to become a clean standby).
+func (m *Master) Run(ctx context.Context) error {
+	defer m.nb.Close()
+	defer m.bcast.Shutdown()
+	m.kubeInf.Start(ctx.Done())
+	m.egInf.Start(ctx.Done())
+	defer m.kubeInf.Shutdown()
+	defer m.egInf.Shutdown()
+	if !m.cfg.LeaderElection.Enabled {
+		return m.lead(ctx)
+	}
+	le := m.cfg.LeaderElection
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
+		Client:     m.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+	}
+	var runErr error
+	lost := false
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, ReleaseOnCancel: true, Name: "ovn-egress-master",
+		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				m.log.WithField("identity", le.Identity).Info("became leader")
+				runErr = m.lead(lctx)
+			},
+			OnStoppedLeading: func() {
+				if ctx.Err() == nil {
+					lost = true
+				}
+			},
+			OnNewLeader: func(id string) {
+				if id != le.Identity {
+					m.log.WithField("leader", id).Info("standing by")
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	elector.Run(ctx)
+	if lost {
+		return fmt.Errorf("lost the leader lease %s/%s", le.Namespace, le.Name)
+	}
+	return runErr
+}
+
+// lead runs the controllers while this replica leads.
+func (m *Master) lead(ctx context.Context) error {
+	return m.sync.Run(ctx)
+}
+
+// Sync exposes the translation controller (tests and benchmarks).
+func (m *Master) Sync() *nbsync.Controller { return m.sync }

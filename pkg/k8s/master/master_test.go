@@ -1,0 +1,232 @@
+package master_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+var kube *testenv.Kube
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "oe-master-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	kube, err = testenv.StartKube(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start kube:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	kube.Stop()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func testLogger(t *testing.T) *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(testWriter{t})
+	l.SetLevel(logrus.InfoLevel)
+	return l.WithField("test", t.Name())
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// cluster is a real NB/SB/northd with a 3-node topology and the matching
+// Node objects in the package's API server.
+type cluster struct {
+	t    *testing.T
+	ovn  *testenv.OVN
+	topo testenv.Topology
+	ns   string
+}
+
+func newCluster(t *testing.T) *cluster {
+	o := testenv.NewOVN(t)
+	topo := testenv.DefaultTopology(3, ipfamily.V4)
+	o.BuildTopology(t, topo)
+	kube.CreateNodes(t, topo)
+	if err := kube.Apply(context.Background(), "../../../dist/namespace.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	ns := kube.Namespace(t)
+	// Namespaces never finish deleting here (no namespace controller):
+	// remove the EgressServices so later tests' nodes do not inherit them.
+	t.Cleanup(func() {
+		_ = kube.Egress.K8sV1().EgressServices(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	return &cluster{t: t, ovn: o, topo: topo, ns: ns}
+}
+
+func (c *cluster) config(lease string) master.Config {
+	tc := translate.DefaultConfig()
+	tc.ClusterSubnets, tc.JoinSubnets = c.topo.ClusterSubnets, c.topo.JoinSubnets
+	return master.Config{
+		NB:   ovn.ClientConfig{Addresses: []string{c.ovn.NBAddress()}},
+		Sync: nbsync.Config{Translate: tc},
+		LeaderElection: master.LeaderElection{Enabled: true, Namespace: "ovn-egress", Name: lease,
+			Identity: lease + "-" + fmt.Sprint(time.Now().UnixNano()), LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond},
+	}
+}
+
+// start runs a master until the returned stop is called.
+func (c *cluster) start(cfg master.Config, rc *rest.Config) (*master.Master, func()) {
+	c.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := master.New(ctx, cfg, rc, testLogger(c.t))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				c.t.Errorf("master: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			c.t.Errorf("master did not stop")
+		}
+	}
+	c.t.Cleanup(stop)
+	return m, stop
+}
+
+func (c *cluster) eventually(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			list, _ := c.ovn.NBCtl("list", "Address_Set")
+			c.t.Fatalf("timed out waiting for %s; NB address sets:\n%s", what, list)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *cluster) setAddresses(node string) string {
+	out, err := c.ovn.NBCtl("--if-exists", "get", "Address_Set", translate.AddressSetName("ovn-egress:EgressServiceHost:"+node+":v4"), "addresses")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+func (c *cluster) policyUUIDs() []string {
+	out := c.ovn.MustNBCtl(c.t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/owner-controller=ovn-egress")
+	u := strings.Fields(out)
+	slices.Sort(u)
+	return u
+}
+
+func saConfig(t *testing.T) *rest.Config {
+	ctx := context.Background()
+	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/master/rbac.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := kube.ServiceAccountConfig(ctx, "ovn-egress", "ovn-egress-master")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// TestMasterTranslatesAsServiceAccount runs the master with the dist RBAC's
+// ServiceAccount (not an admin): a LoadBalancer Service with endpoints and a
+// hand-set status.host becomes NB rows once the host's agent reports it, and
+// follows endpoint changes and a withdrawn report.
+func TestMasterTranslatesAsServiceAccount(t *testing.T) {
+	c := newCluster(t)
+	rc := saConfig(t)
+	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1", "10.244.3.5@node3")
+	kube.SetHost(t, c.ns, "web", "node2")
+	c.start(c.config("ovn-egress-master"), rc)
+
+	c.eventually("reroute policy to node2", func() bool {
+		return strings.Contains(c.ovn.MustNBCtl(t, "lr-policy-list", "ovn_cluster_router"), "10.244.2.2")
+	})
+	if got := c.setAddresses("node2"); got != "[]" {
+		t.Fatalf("endpoints rerouted before the agent reported: %s", got)
+	}
+	key := c.ns + "/web"
+	kube.SetReport(t, "node2", translate.Report{key: kube.ReportFor(t, "node2", c.ns, "web", c.topo.ClusterSubnets)})
+	c.eventually("endpoints in node2's set", func() bool { return c.setAddresses("node2") == `["10.244.1.5", "10.244.3.5"]` })
+
+	// A new endpoint waits for the agent; a removed one leaves at once.
+	kube.SetEndpoints(t, c.ns, "web", "10.244.3.5@node3", "10.244.1.9@node1")
+	c.eventually("removed endpoint out", func() bool { return c.setAddresses("node2") == `["10.244.3.5"]` })
+	time.Sleep(300 * time.Millisecond)
+	if got := c.setAddresses("node2"); got != `["10.244.3.5"]` {
+		t.Fatalf("new endpoint rerouted before the agent caught up: %s", got)
+	}
+	kube.SetReport(t, "node2", translate.Report{key: kube.ReportFor(t, "node2", c.ns, "web", c.topo.ClusterSubnets)})
+	c.eventually("new endpoint in", func() bool { return c.setAddresses("node2") == `["10.244.1.9", "10.244.3.5"]` })
+
+	// The agent withdraws: the endpoints leave the set.
+	kube.SetReport(t, "node2", translate.Report{})
+	c.eventually("withdrawn", func() bool { return c.setAddresses("node2") == "[]" })
+}
+
+// TestStandbyTakesOverWithoutRewriting: a second master waits on the Lease,
+// takes over when the first stops, and converges without writing anything
+// (the rows are already right; no row is deleted and recreated).
+func TestStandbyTakesOverWithoutRewriting(t *testing.T) {
+	c := newCluster(t)
+	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
+	kube.SetHost(t, c.ns, "web", "node3")
+	kube.SetReport(t, "node3", translate.Report{c.ns + "/web": kube.ReportFor(t, "node3", c.ns, "web", c.topo.ClusterSubnets)})
+	cfg := c.config("takeover")
+	_, stop1 := c.start(cfg, kube.Config)
+	c.eventually("rows", func() bool { return c.setAddresses("node3") == `["10.244.1.5"]` })
+	before := c.policyUUIDs()
+
+	cfg2 := c.config("takeover")
+	m2, _ := c.start(cfg2, kube.Config)
+	time.Sleep(500 * time.Millisecond)
+	if st := m2.Sync().Stats(); st.Syncs != 0 {
+		t.Fatalf("standby synced while the leader held the lease: %+v", st)
+	}
+	stop1()
+	c.eventually("standby converged", func() bool {
+		st := m2.Sync().Stats()
+		return st.Syncs > 0 && m2.Sync().Idle()
+	})
+	if st := m2.Sync().Stats(); st.Changes != 0 || st.Transactions != 0 {
+		t.Errorf("takeover wrote to NB: %+v", st)
+	}
+	if after := c.policyUUIDs(); !slices.Equal(before, after) {
+		t.Errorf("policies recreated: %v -> %v", before, after)
+	}
+	// The new leader keeps converging.
+	kube.SetEndpoints(t, c.ns, "web")
+	c.eventually("rows removed by the new leader", func() bool { return c.setAddresses("node3") == "" })
+}

@@ -1,0 +1,230 @@
+// Package nbsync is the master's translation controller: it watches
+// EgressServices, Services, EndpointSlices, Nodes and the NB rows it reads,
+// maps every event to the keys of pkg/translate (a node, the cluster-wide
+// rows, the unassigned-traffic rows), and converges each key: gather the
+// inputs from the listers and the NB cache, translate, and let the NB
+// applier write the difference. Keys that become dirty together are synced
+// together, in one NB transaction.
+package nbsync
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/sirupsen/logrus"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// Config tunes the controller.
+type Config struct {
+	Translate translate.Config
+	// BatchWindow delays a sync after the first dirty key to gather more
+	// (used with the ovn backend, where every NAT transaction costs ovn-northd
+	// a full recompute). Zero syncs at once.
+	BatchWindow time.Duration
+	// ResyncInterval re-converges every key periodically (0 disables).
+	ResyncInterval time.Duration
+	// MaxBatch bounds the keys synced together.
+	MaxBatch int
+	// MaxOps bounds the operations of one NB transaction.
+	MaxOps int
+}
+
+// Validate checks the configuration and fills defaults.
+func (c *Config) Validate() error {
+	if err := c.Translate.Validate(); err != nil {
+		return err
+	}
+	if c.BatchWindow < 0 || c.ResyncInterval < 0 {
+		return fmt.Errorf("negative durations are not allowed")
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 1000
+	}
+	return nil
+}
+
+// Index names of the informers' indexers.
+const (
+	indexByHost    = "byHost"    // EgressServices by status.host
+	indexByService = "byService" // EndpointSlices by "namespace/service"
+	indexByAddress = "byAddress" // EndpointSlices by endpoint address
+)
+
+// Controller converges the NB rows of every key on the cluster's objects.
+type Controller struct {
+	cfg      Config
+	log      *logrus.Entry
+	nb       client.Client
+	applier  *ovn.Applier
+	recorder record.EventRecorder
+
+	esLister    egresslisters.EgressServiceLister
+	esIndexer   cache.Indexer
+	svcLister   corelisters.ServiceLister
+	sliceLister discoverylisters.EndpointSliceLister
+	sliceIndex  cache.Indexer
+	nodeLister  corelisters.NodeLister
+	synced      []cache.InformerSynced
+
+	queue workqueue.TypedRateLimitingInterface[translate.Key]
+	busy  atomic.Int64 // keys being synced
+
+	nodesMu sync.Mutex
+	nodes   map[string]parsedNode // parsed Node annotations by resourceVersion
+	events  *problemEvents
+	// stats of the last sync, for tests and benchmarks
+	statsMu sync.Mutex
+	stats   SyncStats
+}
+
+type parsedNode struct {
+	rv   string
+	info *translate.NodeInfo
+}
+
+// SyncStats counts what the controller did since it started.
+type SyncStats struct {
+	Syncs        int
+	Transactions int
+	Operations   int
+	Changes      int
+	Errors       int
+}
+
+// New wires the controller to the informer factories (not yet started) and a
+// connected NB client whose monitor is complete.
+func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.SharedInformerFactory,
+	egressInf egressinformers.SharedInformerFactory, recorder record.EventRecorder) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	esInf := egressInf.K8s().V1().EgressServices()
+	svcInf := kubeInf.Core().V1().Services()
+	sliceInf := kubeInf.Discovery().V1().EndpointSlices()
+	nodeInf := kubeInf.Core().V1().Nodes()
+	if err := addIndexers(esInf.Informer(), sliceInf.Informer()); err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		cfg: cfg, log: log, nb: nb, applier: ovn.NewApplier(nb, cfg.MaxOps), recorder: recorder,
+		esLister: esInf.Lister(), esIndexer: esInf.Informer().GetIndexer(),
+		svcLister: svcInf.Lister(), sliceLister: sliceInf.Lister(), sliceIndex: sliceInf.Informer().GetIndexer(),
+		nodeLister: nodeInf.Lister(),
+		synced:     []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[translate.Key](),
+			workqueue.TypedRateLimitingQueueConfig[translate.Key]{Name: "nbsync"}),
+		nodes:  map[string]parsedNode{},
+		events: newProblemEvents(recorder),
+	}
+	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {
+		return nil, err
+	}
+	nb.Cache().AddEventHandler(c.nbHandler())
+	return c, nil
+}
+
+func addIndexers(es, slices cache.SharedIndexInformer) error {
+	if err := es.AddIndexers(cache.Indexers{indexByHost: hostIndex}); err != nil {
+		return fmt.Errorf("egressservice indexer: %w", err)
+	}
+	err := slices.AddIndexers(cache.Indexers{
+		indexByService: func(obj any) ([]string, error) {
+			s, ok := obj.(*discoveryv1.EndpointSlice)
+			if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+				return nil, nil
+			}
+			return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+		},
+		indexByAddress: func(obj any) ([]string, error) {
+			s, ok := obj.(*discoveryv1.EndpointSlice)
+			if !ok {
+				return nil, nil
+			}
+			var out []string
+			for _, e := range s.Endpoints {
+				out = append(out, e.Addresses...)
+			}
+			return out, nil
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("endpointslice indexer: %w", err)
+	}
+	return nil
+}
+
+// Run waits for the caches, enqueues every key once (which also sweeps owned
+// rows nobody wants), and converges until ctx ends. Only the leader runs it.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	c.log.Info("waiting for informer caches")
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+	}
+	c.enqueueAll(ctx)
+	if c.cfg.ResyncInterval > 0 {
+		go wait.UntilWithContext(ctx, c.enqueueAll, c.cfg.ResyncInterval)
+	}
+	c.log.Info("translation controller started")
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	for c.processBatch(ctx) {
+	}
+	c.log.Info("translation controller stopped")
+	return nil
+}
+
+// enqueueAll adds every key: every node, the cluster and unassigned keys,
+// and every key that has owned rows in NB (so stale rows are swept).
+func (c *Controller) enqueueAll(ctx context.Context) {
+	c.enqueueNodes()
+	keys, err := ovn.OwnedKeys(ctx, c.nb)
+	if err != nil {
+		c.log.WithError(err).Warn("cannot list owned NB rows")
+	}
+	for _, k := range keys {
+		c.queue.Add(k)
+	}
+}
+
+// enqueueNodes adds the cluster and unassigned keys and every node's key.
+func (c *Controller) enqueueNodes() {
+	c.queue.Add(translate.ClusterKey)
+	c.queue.Add(translate.UnassignedKey)
+	nodes, _ := c.nodeLister.List(labels.Everything())
+	for _, n := range nodes {
+		c.queue.Add(translate.NodeKey(n.Name))
+	}
+}
+
+// Stats returns the counters so far.
+func (c *Controller) Stats() SyncStats {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	return c.stats
+}
+
+// Idle reports whether no key waits or is being synced.
+func (c *Controller) Idle() bool { return c.queue.Len() == 0 && c.inFlight() == 0 }

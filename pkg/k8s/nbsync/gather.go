@@ -1,0 +1,218 @@
+package nbsync
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/ovn-kubernetes/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+func hostIndex(obj any) ([]string, error) {
+	es, ok := obj.(*egressv1.EgressService)
+	if !ok {
+		return nil, nil
+	}
+	return []string{es.Status.Host}, nil
+}
+
+// gather reads what translating keys needs from the listers and the NB
+// cache: the EgressServices hosted on those nodes (and Network-mode ones),
+// the EgressServices sharing an endpoint address with them (conflicts are
+// decided across hosts), their Services and EndpointSlices, every Node, the
+// GR facts of the nodes and the current members of the keys' address sets.
+func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translate.Input, error) {
+	in := translate.Input{
+		Config:         c.cfg.Translate,
+		Services:       map[string]*corev1.Service{},
+		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{},
+		Only:           map[translate.Key]bool{},
+		Current:        map[string][]string{},
+	}
+	all := false
+	hosts := map[string]bool{egressv1.HostAll: true}
+	for _, k := range keys {
+		in.Only[k] = true
+		switch k {
+		case translate.UnassignedKey:
+			// "rerouted nowhere" is a property of every service.
+			all = all || c.cfg.Translate.UnassignedTraffic == translate.UnassignedDrop
+		case translate.ClusterKey:
+		default:
+			hosts[k.Node()] = true
+		}
+	}
+	seen := map[string]*egressv1.EgressService{}
+	if all {
+		list, err := c.esLister.List(labels.Everything())
+		if err != nil {
+			return in, err
+		}
+		for _, es := range list {
+			seen[translate.EgressServiceKey(es)] = es
+		}
+	} else {
+		for h := range hosts {
+			objs, err := c.esIndexer.ByIndex(indexByHost, h)
+			if err != nil {
+				return in, fmt.Errorf("index egressservices by host: %w", err)
+			}
+			for _, o := range objs {
+				es := o.(*egressv1.EgressService)
+				seen[translate.EgressServiceKey(es)] = es
+			}
+		}
+	}
+	// Services sharing an endpoint address decide conflicts together: add
+	// them until no new one appears.
+	queue := make([]string, 0, len(seen))
+	for k := range seen {
+		queue = append(queue, k)
+	}
+	for len(queue) > 0 {
+		key := queue[0]
+		queue = queue[1:]
+		slices, err := c.slicesOf(key)
+		if err != nil {
+			return in, err
+		}
+		in.EndpointSlices[key] = slices
+		for _, s := range slices {
+			for _, e := range s.Endpoints {
+				for _, a := range e.Addresses {
+					objs, _ := c.sliceIndex.ByIndex(indexByAddress, a)
+					for _, o := range objs {
+						other := o.(*discoveryv1.EndpointSlice)
+						okey := other.Namespace + "/" + other.Labels[discoveryv1.LabelServiceName]
+						if seen[okey] != nil {
+							continue
+						}
+						es, err := c.esLister.EgressServices(other.Namespace).Get(other.Labels[discoveryv1.LabelServiceName])
+						if err != nil {
+							continue // a plain Service, not an EgressService
+						}
+						seen[okey] = es
+						queue = append(queue, okey)
+					}
+				}
+			}
+		}
+	}
+	for key, es := range seen {
+		in.EgressServices = append(in.EgressServices, es)
+		svc, err := c.svcLister.Services(es.Namespace).Get(es.Name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return in, err
+		}
+		if svc != nil {
+			in.Services[key] = svc
+		}
+	}
+	nodes, err := c.parsedNodes()
+	if err != nil {
+		return in, err
+	}
+	in.Nodes = nodes
+	if c.cfg.Translate.Backend == translate.BackendOVN {
+		in.Gateways = c.gateways(ctx, hosts)
+	}
+	if err := c.currentMembers(ctx, keys, in.Current); err != nil {
+		return in, err
+	}
+	return in, nil
+}
+
+func (c *Controller) slicesOf(svcKey string) ([]*discoveryv1.EndpointSlice, error) {
+	objs, err := c.sliceIndex.ByIndex(indexByService, svcKey)
+	if err != nil {
+		return nil, fmt.Errorf("index endpointslices by service: %w", err)
+	}
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*discoveryv1.EndpointSlice))
+	}
+	return out, nil
+}
+
+// parsedNodes parses every Node's annotations, reusing the previous parse
+// while the Node's resourceVersion is unchanged.
+func (c *Controller) parsedNodes() (map[string]*translate.NodeInfo, error) {
+	list, err := c.nodeLister.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	c.nodesMu.Lock()
+	defer c.nodesMu.Unlock()
+	out := make(map[string]*translate.NodeInfo, len(list))
+	fresh := make(map[string]parsedNode, len(list))
+	for _, n := range list {
+		p, ok := c.nodes[n.Name]
+		if !ok || p.rv != n.ResourceVersion {
+			p = parsedNode{rv: n.ResourceVersion, info: translate.ParseNode(n, c.cfg.Translate.JoinSubnets)}
+		}
+		fresh[n.Name] = p
+		out[n.Name] = p.info
+	}
+	c.nodes = fresh
+	return out, nil
+}
+
+// gateways reads each host's GR facts from NB: the join addresses of
+// rtoj-GR_<node> and whether etor-GR_<node> announces NAT addresses.
+func (c *Controller) gateways(ctx context.Context, hosts map[string]bool) map[string]translate.GatewayInfo {
+	out := map[string]translate.GatewayInfo{}
+	for h := range hosts {
+		if h == egressv1.HostAll {
+			continue
+		}
+		gr := translate.GatewayRouter(h)
+		gw := translate.GatewayInfo{JoinIPs: map[ipfamily.Family]netip.Addr{}}
+		lrp := &nbdb.LogicalRouterPort{Name: "rtoj-" + gr}
+		if err := c.nb.Get(ctx, lrp); err == nil {
+			for _, n := range lrp.Networks {
+				if p, err := netip.ParsePrefix(n); err == nil {
+					gw.JoinIPs[ipfamily.OfPrefix(p)] = ipfamily.Canonical(p.Addr())
+				}
+			}
+		}
+		lsp := &nbdb.LogicalSwitchPort{Name: "etor-" + gr}
+		if err := c.nb.Get(ctx, lsp); err == nil {
+			gw.ExternalPortKnown = true
+			gw.NATAddressesRouter = lsp.Options["nat-addresses"] == "router"
+		}
+		if len(gw.JoinIPs) > 0 || gw.ExternalPortKnown {
+			out[h] = gw
+		}
+	}
+	return out
+}
+
+// currentMembers reads the addresses of the keys' address sets from the NB
+// cache (what the readiness handshake keeps while an agent catches up).
+func (c *Controller) currentMembers(ctx context.Context, keys []translate.Key, into map[string][]string) error {
+	for _, k := range keys {
+		if k.Node() == "" || k == translate.ClusterKey || k == translate.UnassignedKey {
+			continue
+		}
+		var sets []nbdb.AddressSet
+		err := c.nb.Where(&nbdb.AddressSet{ExternalIDs: map[string]string{translate.KeyName: k.Node()}}).List(ctx, &sets)
+		if err != nil && err != client.ErrNotFound {
+			return fmt.Errorf("read address sets of %s: %w", k, err)
+		}
+		for _, s := range sets {
+			if got, ok := translate.KeyOf(s.ExternalIDs); ok && got == k {
+				into[s.Name] = s.Addresses
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package nbsync
+
+import (
+	"maps"
+	"strings"
+
+	libcache "github.com/ovn-kubernetes/libovsdb/cache"
+	"github.com/ovn-kubernetes/libovsdb/model"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// Event handlers only map objects to keys and enqueue them.
+
+func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexInformer) error {
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{es, cache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { c.enqueueEgressService(o) },
+			UpdateFunc: func(old, cur any) {
+				c.enqueueEgressService(old)
+				c.enqueueEgressService(cur)
+			},
+			DeleteFunc: func(o any) {
+				c.enqueueEgressService(o)
+				if es, ok := tombstone[*egressv1.EgressService](o); ok {
+					c.events.forget(translate.EgressServiceKey(es))
+				}
+			},
+		}},
+		{svc, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { c.enqueueService(o) },
+			UpdateFunc: func(_, cur any) { c.enqueueService(cur) },
+			DeleteFunc: func(o any) { c.enqueueService(o) },
+		}},
+		{slices, cache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { c.enqueueSlice(o) },
+			UpdateFunc: func(old, cur any) {
+				c.enqueueSlice(old)
+				c.enqueueSlice(cur)
+			},
+			DeleteFunc: func(o any) { c.enqueueSlice(o) },
+		}},
+		{nodes, cache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { c.enqueueNode(o) },
+			UpdateFunc: func(old, cur any) {
+				if nodeChanged(old, cur) {
+					c.enqueueNode(cur)
+				}
+			},
+			DeleteFunc: func(o any) { c.enqueueNode(o) },
+		}},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tombstone unwraps a deleted object.
+func tombstone[T any](o any) (T, bool) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	t, ok := o.(T)
+	return t, ok
+}
+
+// hostKeys are the keys an EgressService's rows live under.
+func (c *Controller) hostKeys(es *egressv1.EgressService) []translate.Key {
+	var keys []translate.Key
+	if c.cfg.Translate.UnassignedTraffic == translate.UnassignedDrop {
+		keys = append(keys, translate.UnassignedKey)
+	}
+	switch h := es.Status.Host; h {
+	case "":
+	case egressv1.HostAll:
+		// Network mode: every node that has an endpoint of the service.
+		for _, n := range c.endpointNodes(translate.EgressServiceKey(es)) {
+			keys = append(keys, translate.NodeKey(n))
+		}
+	default:
+		keys = append(keys, translate.NodeKey(h))
+	}
+	return keys
+}
+
+func (c *Controller) endpointNodes(svcKey string) []string {
+	slices, _ := c.slicesOf(svcKey)
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range slices {
+		for _, e := range s.Endpoints {
+			if e.NodeName != nil && !seen[*e.NodeName] {
+				seen[*e.NodeName] = true
+				out = append(out, *e.NodeName)
+			}
+		}
+	}
+	return out
+}
+
+func (c *Controller) add(keys []translate.Key) {
+	for _, k := range keys {
+		c.queue.Add(k)
+	}
+}
+
+func (c *Controller) enqueueEgressService(o any) {
+	if es, ok := tombstone[*egressv1.EgressService](o); ok {
+		c.add(c.hostKeys(es))
+		c.enqueueSharing(translate.EgressServiceKey(es))
+	}
+}
+
+// enqueueSharing enqueues the hosts of EgressServices that share an
+// endpoint address with svcKey's: which of them reroutes a shared address
+// depends on both.
+func (c *Controller) enqueueSharing(svcKey string) {
+	slices, _ := c.slicesOf(svcKey)
+	for _, s := range slices {
+		for _, e := range s.Endpoints {
+			for _, a := range e.Addresses {
+				objs, _ := c.sliceIndex.ByIndex(indexByAddress, a)
+				for _, o := range objs {
+					other := o.(*discoveryv1.EndpointSlice)
+					name := other.Labels[discoveryv1.LabelServiceName]
+					if other.Namespace+"/"+name == svcKey {
+						continue
+					}
+					if es, err := c.esLister.EgressServices(other.Namespace).Get(name); err == nil {
+						c.add(c.hostKeys(es))
+					}
+				}
+			}
+		}
+	}
+}
+
+func (c *Controller) enqueueByServiceKey(ns, name string) {
+	es, err := c.esLister.EgressServices(ns).Get(name)
+	if err != nil {
+		return // no EgressService for this Service
+	}
+	c.add(c.hostKeys(es))
+	c.enqueueSharing(ns + "/" + name)
+}
+
+func (c *Controller) enqueueService(o any) {
+	if s, ok := tombstone[*corev1.Service](o); ok {
+		c.enqueueByServiceKey(s.Namespace, s.Name)
+	}
+}
+
+func (c *Controller) enqueueSlice(o any) {
+	s, ok := tombstone[*discoveryv1.EndpointSlice](o)
+	if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+		return
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	es, err := c.esLister.EgressServices(s.Namespace).Get(name)
+	if err != nil {
+		return
+	}
+	c.add(c.hostKeys(es))
+	if es.Status.Host == egressv1.HostAll {
+		// The slice's own nodes: an endpoint that left a node leaves its set.
+		for _, e := range s.Endpoints {
+			if e.NodeName != nil {
+				c.queue.Add(translate.NodeKey(*e.NodeName))
+			}
+		}
+	}
+	for _, e := range s.Endpoints {
+		for _, a := range e.Addresses {
+			objs, _ := c.sliceIndex.ByIndex(indexByAddress, a)
+			if len(objs) > 1 {
+				c.enqueueSharing(s.Namespace + "/" + name)
+				return
+			}
+		}
+	}
+}
+
+func (c *Controller) enqueueNode(o any) {
+	if n, ok := tombstone[*corev1.Node](o); ok {
+		c.queue.Add(translate.NodeKey(n.Name))
+		c.queue.Add(translate.ClusterKey)
+		if c.cfg.Translate.UnassignedTraffic == translate.UnassignedDrop {
+			c.queue.Add(translate.UnassignedKey)
+		}
+	}
+}
+
+// nodeChanged ignores status heartbeats: only labels, annotations,
+// readiness and addresses matter to translation.
+func nodeChanged(old, cur any) bool {
+	o, ok1 := old.(*corev1.Node)
+	n, ok2 := cur.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return true
+	}
+	if !maps.Equal(o.Annotations, n.Annotations) || !maps.Equal(o.Labels, n.Labels) ||
+		translate.NodeReady(o) != translate.NodeReady(n) || len(o.Status.Addresses) != len(n.Status.Addresses) {
+		return true
+	}
+	for i := range o.Status.Addresses {
+		if o.Status.Addresses[i] != n.Status.Addresses[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// nbHandler maps NB cache events to keys: GR ports (join IPs, NAT
+// announcement), routers appearing, and any change to an owned row (so rows
+// removed or edited by someone else are put back).
+func (c *Controller) nbHandler() libcache.EventHandler {
+	onRow := func(table string, m model.Model) {
+		switch r := m.(type) {
+		case *nbdb.AddressSet:
+			c.enqueueOwned(r.ExternalIDs)
+		case *nbdb.LogicalRouterPolicy:
+			c.enqueueOwned(r.ExternalIDs)
+		case *nbdb.NAT:
+			c.enqueueOwned(r.ExternalIDs)
+		case *nbdb.LogicalRouterPort:
+			if gr, ok := strings.CutPrefix(r.Name, "rtoj-"); ok {
+				c.enqueueGR(gr)
+			}
+		case *nbdb.LogicalSwitchPort:
+			if gr, ok := strings.CutPrefix(r.Name, "etor-"); ok {
+				c.enqueueGR(gr)
+			}
+		case *nbdb.LogicalRouter:
+			if r.Name == translate.ClusterRouter {
+				c.enqueueNodes()
+			} else {
+				c.enqueueGR(r.Name)
+			}
+		}
+	}
+	return &libcache.EventHandlerFuncs{
+		AddFunc: onRow,
+		UpdateFunc: func(table string, old, cur model.Model) {
+			if lr, ok := cur.(*nbdb.LogicalRouter); ok {
+				// Routers change whenever a policy or NAT row is attached;
+				// only a rename matters.
+				if o, ok := old.(*nbdb.LogicalRouter); ok && o.Name == lr.Name {
+					return
+				}
+			}
+			onRow(table, cur)
+		},
+		DeleteFunc: onRow,
+	}
+}
+
+func (c *Controller) enqueueOwned(ids map[string]string) {
+	if k, ok := translate.KeyOf(ids); ok {
+		c.queue.Add(k)
+	}
+}
+
+func (c *Controller) enqueueGR(name string) {
+	if node, ok := strings.CutPrefix(name, "GR_"); ok {
+		c.queue.Add(translate.NodeKey(node))
+	}
+}
