@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
-	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"

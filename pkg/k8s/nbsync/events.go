@@ -29,8 +29,8 @@ var eventReasons = map[translate.Reason]bool{
 // its translation problems changes, not on every sync.
 type problemEvents struct {
 	recorder eventRecorder
-	mu   sync.Mutex
-	last map[string]string
+	mu       sync.Mutex
+	last     map[string]string
 }
 
 type eventRecorder interface {

@@ -11,8 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
