@@ -36,9 +36,14 @@ func newApp() *cli.App {
 		Version: version,
 		Commands: []*cli.Command{
 			masterCommand(),
+			translateCommand(),
+			verifyCommand(),
 			versionCommand(),
 		},
 		HideHelpCommand: true,
+		// main prints the error and exits with its code; the library must
+		// not call os.Exit itself (tests run the app in-process).
+		ExitErrHandler: func(*cli.Context, error) {},
 	}
 }
 

@@ -159,3 +159,45 @@ func sortedEgressServices(in []*egressv1.EgressService) []*egressv1.EgressServic
 	})
 	return out
 }
+
+// Objects are cluster objects as lists, e.g. read from manifests or the API.
+type Objects struct {
+	EgressServices []*egressv1.EgressService
+	Services       []*corev1.Service
+	EndpointSlices []*discoveryv1.EndpointSlice
+	Nodes          []*corev1.Node
+}
+
+// InputFromObjects indexes the objects the way Translate reads them.
+func InputFromObjects(cfg Config, objs Objects) Input {
+	in := Input{Config: cfg, EgressServices: objs.EgressServices, Services: map[string]*corev1.Service{},
+		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{}, Nodes: map[string]*NodeInfo{}, Current: map[string][]string{}}
+	for _, s := range objs.Services {
+		in.Services[s.Namespace+"/"+s.Name] = s
+	}
+	for _, s := range objs.EndpointSlices {
+		if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
+			key := s.Namespace + "/" + name
+			in.EndpointSlices[key] = append(in.EndpointSlices[key], s)
+		}
+	}
+	for _, n := range objs.Nodes {
+		in.Nodes[n.Name] = ParseNode(n, cfg.JoinSubnets)
+	}
+	return in
+}
+
+// AllKeys returns every key the input can have rows under: the cluster and
+// unassigned keys and one per node.
+func (in Input) AllKeys() []Key {
+	keys := []Key{ClusterKey, UnassignedKey}
+	names := make([]string, 0, len(in.Nodes))
+	for n := range in.Nodes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		keys = append(keys, NodeKey(n))
+	}
+	return keys
+}

@@ -3,17 +3,14 @@ package nbsync
 import (
 	"context"
 	"fmt"
-	"net/netip"
 
-	"github.com/ovn-kubernetes/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
-	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -123,9 +120,15 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 	}
 	in.Nodes = nodes
 	if c.cfg.Translate.Backend == translate.BackendOVN {
-		in.Gateways = c.gateways(ctx, hosts)
+		var names []string
+		for h := range hosts {
+			if h != egressv1.HostAll {
+				names = append(names, h)
+			}
+		}
+		in.Gateways = ovn.Gateways(ctx, c.nb, names)
 	}
-	if err := c.currentMembers(ctx, keys, in.Current); err != nil {
+	if err := ovn.CurrentMembers(ctx, c.nb, keys, in.Current); err != nil {
 		return in, err
 	}
 	return in, nil
@@ -164,55 +167,4 @@ func (c *Controller) parsedNodes() (map[string]*translate.NodeInfo, error) {
 	}
 	c.nodes = fresh
 	return out, nil
-}
-
-// gateways reads each host's GR facts from NB: the join addresses of
-// rtoj-GR_<node> and whether etor-GR_<node> announces NAT addresses.
-func (c *Controller) gateways(ctx context.Context, hosts map[string]bool) map[string]translate.GatewayInfo {
-	out := map[string]translate.GatewayInfo{}
-	for h := range hosts {
-		if h == egressv1.HostAll {
-			continue
-		}
-		gr := translate.GatewayRouter(h)
-		gw := translate.GatewayInfo{JoinIPs: map[ipfamily.Family]netip.Addr{}}
-		lrp := &nbdb.LogicalRouterPort{Name: "rtoj-" + gr}
-		if err := c.nb.Get(ctx, lrp); err == nil {
-			for _, n := range lrp.Networks {
-				if p, err := netip.ParsePrefix(n); err == nil {
-					gw.JoinIPs[ipfamily.OfPrefix(p)] = ipfamily.Canonical(p.Addr())
-				}
-			}
-		}
-		lsp := &nbdb.LogicalSwitchPort{Name: "etor-" + gr}
-		if err := c.nb.Get(ctx, lsp); err == nil {
-			gw.ExternalPortKnown = true
-			gw.NATAddressesRouter = lsp.Options["nat-addresses"] == "router"
-		}
-		if len(gw.JoinIPs) > 0 || gw.ExternalPortKnown {
-			out[h] = gw
-		}
-	}
-	return out
-}
-
-// currentMembers reads the addresses of the keys' address sets from the NB
-// cache (what the readiness handshake keeps while an agent catches up).
-func (c *Controller) currentMembers(ctx context.Context, keys []translate.Key, into map[string][]string) error {
-	for _, k := range keys {
-		if k.Node() == "" || k == translate.ClusterKey || k == translate.UnassignedKey {
-			continue
-		}
-		var sets []nbdb.AddressSet
-		err := c.nb.Where(&nbdb.AddressSet{ExternalIDs: map[string]string{translate.KeyName: k.Node()}}).List(ctx, &sets)
-		if err != nil && err != client.ErrNotFound {
-			return fmt.Errorf("read address sets of %s: %w", k, err)
-		}
-		for _, s := range sets {
-			if got, ok := translate.KeyOf(s.ExternalIDs); ok && got == k {
-				into[s.Name] = s.Addresses
-			}
-		}
-	}
-	return nil
 }

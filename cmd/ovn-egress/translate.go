@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/manifest"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// Exit codes of translate and verify.
+const (
+	exitDrift = 1
+	exitError = 2
+)
+
+func translateCommand() *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringSliceFlag{Name: "filename", Aliases: []string{"f"}, Usage: "manifest file or directory (YAML or JSON, several documents per file); repeatable", Category: catXlate},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "nbctl", Usage: "nbctl (one ovn-nbctl command per line), ovsdb-json (one OVSDB transact params array) or yaml", Category: catXlate},
+		&cli.StringFlag{Name: "nb-address", Usage: "optional live NB to read the gateway routers' join addresses from (when the Node annotations lack them)", Category: catOVN},
+	}
+	flags = append(flags, translateFlags()...)
+	return &cli.Command{
+		Name:      "translate",
+		Usage:     "print the NB rows the master would write for the objects in manifests (offline, no cluster)",
+		ArgsUsage: " ",
+		Description: "Reads EgressServices (with status.host), Services, EndpointSlices and Nodes from -f, and prints\n" +
+			"the rows the master would write, taking every node agent as ready. Problems go to stderr, one per line.\n" +
+			"Exit code 0, or 2 when an input could not be read or parsed.",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			cfg, err := translateConfig(c)
+			if err != nil {
+				return cli.Exit(err, exitError)
+			}
+			cfg.AssumeAgentsReady = true
+			if len(c.StringSlice("filename")) == 0 {
+				return cli.Exit("no input: give manifests with -f", exitError)
+			}
+			res, err := manifest.Read(c.StringSlice("filename")...)
+			if err != nil {
+				return cli.Exit(err, exitError)
+			}
+			in := translate.InputFromObjects(cfg, res.Objects)
+			if addr := c.String("nb-address"); addr != "" {
+				if err := gatewaysFromNB(c.Context, addr, &in); err != nil {
+					return cli.Exit(err, exitError)
+				}
+			}
+			d := translate.Translate(in)
+			for _, p := range d.Problems {
+				fmt.Fprintln(c.App.ErrWriter, p.String())
+			}
+			if err := render(c.App.Writer, c.String("output"), d); err != nil {
+				return cli.Exit(err, exitError)
+			}
+			return nil
+		},
+	}
+}
+
+func gatewaysFromNB(ctx context.Context, addr string, in *translate.Input) error {
+	addrs, err := ovn.ParseAddresses(addr)
+	if err != nil {
+		return fmt.Errorf("--nb-address: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	nb, err := ovn.NewNBClient(cctx, ovn.ClientConfig{Addresses: addrs, ConnectTimeout: 10 * time.Second}, nil)
+	if err != nil {
+		return err
+	}
+	defer nb.Close()
+	names := make([]string, 0, len(in.Nodes))
+	for n := range in.Nodes {
+		names = append(names, n)
+	}
+	in.Gateways = ovn.Gateways(ctx, nb, names)
+	return nil
+}
+
+func render(w io.Writer, format string, d *translate.Desired) error {
+	switch format {
+	case "nbctl":
+		for _, cmd := range translate.NBCtlCommands(d) {
+			if _, err := fmt.Fprintln(w, translate.ShellQuote(cmd)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "ovsdb-json":
+		b, err := translate.OVSDBTransact(d)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	case "yaml":
+		b, err := translate.YAML(d)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return errors.New("unknown output format " + format + " (want nbctl, ovsdb-json or yaml)")
+}
