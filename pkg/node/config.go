@@ -1,0 +1,97 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// Config is the node agent's configuration (flags of `ovn-egress node`).
+type Config struct {
+	// NodeName is the Node this agent runs on.
+	NodeName string
+	// RulePriority is the ip rule priority the agent owns (5000).
+	RulePriority int
+	// WithdrawGrace is how long the agent waits after withdrawing a
+	// service from its readiness report before it removes the SNAT and
+	// rules behind it, so the master takes the endpoints out of the
+	// reroute first.
+	WithdrawGrace time.Duration
+	// ResyncInterval re-applies the plan periodically (repairing drift made
+	// behind the agent's back); 0 disables it.
+	ResyncInterval time.Duration
+	// HealthListen accepts TCP connections on the node's management IPs at
+	// HealthCheckPort, for the master's connect-mode probe.
+	HealthListen    bool
+	HealthCheckPort int
+	// RTTables is iproute2's table-name file, read to resolve network names
+	// that are not VRF devices.
+	RTTables string
+	// ClusterSubnets are the pod subnets: endpoints outside them (host
+	// networked) are never configured, traffic to them is never SNATed.
+	ClusterSubnets []netip.Prefix
+	// MgmtPort is the management port's name (ovn-k8s-mp0).
+	MgmtPort string
+	// EnableForwarding turns IPv4/IPv6 forwarding on when the plan needs it.
+	EnableForwarding bool
+	// NetNS runs all netlink and nft work in this named network namespace
+	// ("" = the host's): one agent per "node" namespace in tests.
+	NetNS string
+}
+
+// DefaultConfig returns the defaults of every flag.
+func DefaultConfig() Config {
+	return Config{
+		RulePriority:     translate.DefaultRulePriority,
+		WithdrawGrace:    2 * time.Second,
+		ResyncInterval:   time.Minute,
+		HealthCheckPort:  9,
+		RTTables:         "/etc/iproute2/rt_tables",
+		ClusterSubnets:   []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+		MgmtPort:         "ovn-k8s-mp0",
+		EnableForwarding: true,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("node name is empty"))
+	}
+	if c.WithdrawGrace < 0 {
+		errs = append(errs, fmt.Errorf("withdraw grace %v is negative", c.WithdrawGrace))
+	}
+	if c.ResyncInterval < 0 {
+		errs = append(errs, fmt.Errorf("resync interval %v is negative", c.ResyncInterval))
+	}
+	if c.HealthCheckPort <= 0 || c.HealthCheckPort > 65535 {
+		errs = append(errs, fmt.Errorf("health check port %d: want 1..65535", c.HealthCheckPort))
+	}
+	if len(c.ClusterSubnets) == 0 {
+		errs = append(errs, errors.New("no cluster subnets"))
+	}
+	for _, p := range c.ClusterSubnets {
+		if !p.IsValid() {
+			errs = append(errs, fmt.Errorf("invalid cluster subnet %v", p))
+		}
+	}
+	if c.RTTables == "" {
+		errs = append(errs, errors.New("rt_tables path is empty"))
+	}
+	errs = append(errs, c.applierConfig().Validate())
+	return errors.Join(errs...)
+}
+
+func (c Config) applierConfig() ApplierConfig {
+	return ApplierConfig{RulePriority: c.RulePriority, MgmtPort: c.MgmtPort, EnableForwarding: c.EnableForwarding}
+}
+
+func (c Config) planConfig() translate.NodePlanConfig {
+	pc := translate.DefaultNodePlanConfig()
+	pc.RulePriority = c.RulePriority
+	return pc
+}

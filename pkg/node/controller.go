@@ -1,0 +1,308 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// syncKey is the agent's one queue key. The node plan is a function of all
+// services programmed on the node (one SNAT map, one rule priority, shared
+// endpoints settled across services), so every event asks for the same
+// node-wide sync; the queue coalesces bursts into one.
+const syncKey = "node"
+
+// Deps are the agent's collaborators: real ones from NewAgent, fakes in
+// tests.
+type Deps struct {
+	Kube      kubernetes.Interface
+	Egress    versioned.Interface
+	Namespace *Namespace
+	Applier   *Applier
+	Resolver  *TableResolver
+	// Netlink is read for network diagnostics (routes of the tables used).
+	Netlink  Netlink
+	Recorder record.EventRecorder
+}
+
+// Controller is the node agent: informers → one key → sync (gather →
+// translate.NodePlan → apply → publish the readiness report).
+type Controller struct {
+	cfg Config
+	log *logrus.Entry
+	d   Deps
+
+	kubeInformers   informers.SharedInformerFactory
+	nodeInformers   informers.SharedInformerFactory
+	egressInformers egressinformers.SharedInformerFactory
+	esLister        egresslisters.EgressServiceLister
+	svcLister       corelisters.ServiceLister
+	sliceLister     discoverylisters.EndpointSliceLister
+	nodeLister      corelisters.NodeLister
+	synced          []cache.InformerSynced
+
+	queue  workqueue.TypedRateLimitingInterface[string]
+	health *HealthListener
+	// nodeChanged wakes the health listener when the Node changes.
+	nodeChanged chan struct{}
+
+	// Kept between syncs by the single worker only.
+	report   reportState
+	problems map[translate.Problem]bool
+	routes   map[tableFamily]bool
+}
+
+// NewController wires informers and handlers; Run starts them.
+func NewController(cfg Config, d Deps, log *logrus.Entry) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node agent config: %w", err)
+	}
+	if d.Kube == nil || d.Egress == nil || d.Namespace == nil || d.Applier == nil || d.Resolver == nil || d.Netlink == nil || d.Recorder == nil {
+		return nil, fmt.Errorf("node agent: missing dependencies")
+	}
+	c := &Controller{cfg: cfg, log: log, d: d, nodeChanged: make(chan struct{}, 1),
+		problems: map[translate.Problem]bool{}, routes: map[tableFamily]bool{}}
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 30*time.Second),
+			&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(20), 50)},
+		),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "ovn-egress-node"})
+
+	c.kubeInformers = informers.NewSharedInformerFactory(d.Kube, 0)
+	c.nodeInformers = informers.NewSharedInformerFactoryWithOptions(d.Kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
+		}))
+	c.egressInformers = egressinformers.NewSharedInformerFactory(d.Egress, 0)
+
+	es := c.egressInformers.K8s().V1().EgressServices()
+	svc := c.kubeInformers.Core().V1().Services()
+	slices := c.kubeInformers.Discovery().V1().EndpointSlices()
+	nodes := c.nodeInformers.Core().V1().Nodes()
+	c.esLister, c.svcLister, c.sliceLister, c.nodeLister = es.Lister(), svc.Lister(), slices.Lister(), nodes.Lister()
+
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{es.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { c.onEgressService(o, nil) },
+			UpdateFunc: func(o, n any) { c.onEgressService(n, o) },
+			DeleteFunc: func(o any) { c.onEgressService(o, nil) },
+		}},
+		{svc.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.onService,
+			UpdateFunc: func(_, n any) { c.onService(n) },
+			DeleteFunc: c.onService,
+		}},
+		{slices.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.onEndpointSlice,
+			UpdateFunc: func(_, n any) { c.onEndpointSlice(n) },
+			DeleteFunc: c.onEndpointSlice,
+		}},
+		{nodes.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { c.onNode(nil, o) },
+			UpdateFunc: c.onNode,
+		}},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return nil, fmt.Errorf("add event handler: %w", err)
+		}
+		c.synced = append(c.synced, h.inf.HasSynced)
+	}
+	if cfg.HealthListen {
+		c.health = NewHealthListener(d.Namespace, cfg.HealthCheckPort, log.WithField("subsys", "health"))
+	}
+	return c, nil
+}
+
+// Run starts the informers, waits for them to sync, then runs the worker,
+// the periodic resync and the health listener until ctx ends. Pruning of
+// stale owned state happens only in syncs, so only after the caches synced.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	c.kubeInformers.Start(ctx.Done())
+	c.nodeInformers.Start(ctx.Done())
+	c.egressInformers.Start(ctx.Done())
+	defer c.kubeInformers.Shutdown()
+	defer c.nodeInformers.Shutdown()
+	defer c.egressInformers.Shutdown()
+	c.log.Info("waiting for informer caches")
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+	}
+	c.log.Info("caches synced; node agent running")
+	c.queue.Add(syncKey)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c.processNext(ctx) {
+		}
+	}()
+	if c.cfg.ResyncInterval > 0 {
+		go c.resyncLoop(ctx)
+	}
+	if c.health != nil {
+		go c.healthLoop(ctx)
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	<-done
+	return nil
+}
+
+func (c *Controller) resyncLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.ResyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.queue.Add(syncKey)
+		}
+	}
+}
+
+// processNext runs one sync. A failed sync is retried with backoff, never
+// dropped; the error is logged here, once.
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	start := time.Now()
+	if err := c.sync(ctx); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		c.log.WithError(err).WithFields(logrus.Fields{"key": key, "retries": c.queue.NumRequeues(key),
+			"duration": time.Since(start)}).Warn("node sync failed; retrying")
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+func (c *Controller) enqueue() { c.queue.Add(syncKey) }
+
+// onEgressService enqueues when the service is (or was) programmed here.
+func (c *Controller) onEgressService(obj, old any) {
+	es, _ := unwrapTombstone(obj).(*egressv1.EgressService)
+	prev, _ := old.(*egressv1.EgressService)
+	if translate.HostedOn(es, c.cfg.NodeName) || translate.HostedOn(prev, c.cfg.NodeName) {
+		c.enqueue()
+	}
+}
+
+func (c *Controller) onService(obj any) {
+	if s, ok := unwrapTombstone(obj).(*corev1.Service); ok {
+		c.enqueueIfHosted(s.Namespace, s.Name)
+	}
+}
+
+func (c *Controller) onEndpointSlice(obj any) {
+	if s, ok := unwrapTombstone(obj).(*discoveryv1.EndpointSlice); ok {
+		if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
+			c.enqueueIfHosted(s.Namespace, name)
+		}
+	}
+}
+
+// enqueueIfHosted enqueues when the EgressService of that name exists and
+// is programmed on this node; other Services and slices are not ours.
+func (c *Controller) enqueueIfHosted(ns, name string) {
+	es, err := c.esLister.EgressServices(ns).Get(name)
+	if err == nil && translate.HostedOn(es, c.cfg.NodeName) {
+		c.enqueue()
+	}
+}
+
+// onNode reacts to changes of the agent's own Node: a report someone else
+// changed is rewritten by a sync; new management IPs move the health
+// listener.
+func (c *Controller) onNode(old, obj any) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	var oldAnn map[string]string
+	if o, ok := old.(*corev1.Node); ok {
+		oldAnn = o.Annotations
+	}
+	if oldAnn == nil || oldAnn[translate.ReportAnnotation] != n.Annotations[translate.ReportAnnotation] {
+		c.enqueue()
+	}
+	if oldAnn == nil || oldAnn[translate.AnnotNodeSubnets] != n.Annotations[translate.AnnotNodeSubnets] {
+		select {
+		case c.nodeChanged <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func unwrapTombstone(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}
+
+// healthLoop keeps the health listener on the management IPs of the Node
+// (the .2 of each subnet in k8s.ovn.org/node-subnets).
+func (c *Controller) healthLoop(ctx context.Context) {
+	defer c.health.Close()
+	retry := time.NewTicker(10 * time.Second)
+	defer retry.Stop()
+	ensure := func() {
+		n, err := c.nodeLister.Get(c.cfg.NodeName)
+		if err != nil {
+			c.log.WithError(err).Warn("health listener: own Node not found")
+			return
+		}
+		info := translate.ParseNode(n, nil)
+		ips := make([]netip.Addr, 0, len(info.MgmtIPs))
+		for _, ip := range info.MgmtIPs {
+			ips = append(ips, ip)
+		}
+		if err := c.health.Ensure(ips); err != nil {
+			c.log.WithError(err).Warn("health listener")
+		}
+	}
+	ensure()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.nodeChanged:
+			ensure()
+		case <-retry.C:
+			ensure()
+		}
+	}
+}
