@@ -36,6 +36,7 @@ func newApp() *cli.App {
 		Version: version,
 		Commands: []*cli.Command{
 			masterCommand(),
+			nodeCommand(),
 			translateCommand(),
 			verifyCommand(),
 			versionCommand(),
