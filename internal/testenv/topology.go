@@ -22,7 +22,10 @@ type Topology struct {
 	ClusterRouterJoinIPs []netip.Prefix
 	// ExternalGateways are the default-route next hops of the GRs.
 	ExternalGateways []netip.Addr
-	Nodes            []TopologyNode
+	// Chassis, when set, binds every GR to this one chassis (a dataplane on
+	// one machine); otherwise GR_<node> is bound to chassis-<node>.
+	Chassis string
+	Nodes   []TopologyNode
 }
 
 // TopologyNode is one node of a Topology.
@@ -33,6 +36,10 @@ type TopologyNode struct {
 	Subnets     []netip.Prefix // pod subnets, one per family
 	JoinIPs     []netip.Prefix // GR_<node>'s join address, with the join prefix length
 	ExternalIPs []netip.Prefix // GR_<node>'s external address
+	// HostIPs are the node's own addresses on the external network (in
+	// ovn-kubernetes they equal the GR's; a dataplane on one machine gives
+	// the host namespace its own).
+	HostIPs []netip.Prefix
 }
 
 // MgmtIPs returns the node's management-port addresses (the .2 of each subnet).
@@ -84,10 +91,12 @@ func DefaultTopology(n int, families ...ipfamily.Family) Topology {
 				node.Subnets = append(node.Subnets, netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)))
 				node.JoinIPs = append(node.JoinIPs, netip.MustParsePrefix(fmt.Sprintf("100.64.0.%d/16", i+1)))
 				node.ExternalIPs = append(node.ExternalIPs, netip.MustParsePrefix(fmt.Sprintf("172.18.0.%d/16", i+1)))
+				node.HostIPs = append(node.HostIPs, netip.MustParsePrefix(fmt.Sprintf("172.18.0.%d/16", 10+i)))
 			} else {
 				node.Subnets = append(node.Subnets, netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%x::/64", i)))
 				node.JoinIPs = append(node.JoinIPs, netip.MustParsePrefix(fmt.Sprintf("fd98::%x/64", i+1)))
 				node.ExternalIPs = append(node.ExternalIPs, netip.MustParsePrefix(fmt.Sprintf("fc00:f853:ccd:e793::%x/64", i+1)))
+				node.HostIPs = append(node.HostIPs, netip.MustParsePrefix(fmt.Sprintf("fc00:f853:ccd:e793::%x/64", 0x10+i)))
 			}
 		}
 		t.Nodes = append(t.Nodes, node)
@@ -148,7 +157,11 @@ func (t Topology) NBCtlCommands() []string {
 
 		gr := "GR_" + n.Name
 		cmd("lr-add", gr)
-		cmd("set", "Logical_Router", gr, "options:chassis=chassis-"+n.Name, "options:lb_force_snat_ip=router_ip", "options:snat-ct-zone=0")
+		chassis := t.Chassis
+		if chassis == "" {
+			chassis = "chassis-" + n.Name
+		}
+		cmd("set", "Logical_Router", gr, "options:chassis="+chassis)
 		cmd(append([]string{"lrp-add", gr, "rtoj-" + gr, MAC(n.JoinIPs[0].Addr())}, prefixStrings(n.JoinIPs)...)...)
 		routerLSP("join", "jtor-"+gr, "rtoj-"+gr)
 		cmd(append([]string{"lrp-add", gr, "rtoe-" + gr, MAC(n.ExternalIPs[0].Addr())}, prefixStrings(n.ExternalIPs)...)...)
