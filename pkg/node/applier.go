@@ -113,7 +113,7 @@ func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts Appl
 	if a.cfg.EnableForwarding {
 		res.Forwarding, err = ensureForwarding(a.sysctl, familiesOf(want))
 		if err != nil {
-			return res, fmt.Errorf("enable forwarding: %w", err)
+			return res, fmt.Errorf("enable forwarding (switch it on on the node, or run with --enable-forwarding=false if something else does): %w", err)
 		}
 	}
 
