@@ -29,8 +29,11 @@ type OVN struct {
 	nb, sb, northd *daemon
 	nbSock, sbSock string
 	nbTCP          string
+	nbSSL          string
 	opts           OVNOptions
-	env            []string
+	// PKI holds the certificates when started with NBSSL.
+	PKI *PKI
+	env []string
 }
 
 // OVNOptions tune StartOVN.
@@ -39,6 +42,9 @@ type OVNOptions struct {
 	NBTCP bool
 	// NoNorthd skips ovn-northd (and SB readiness waits on it).
 	NoNorthd bool
+	// NBSSL also listens for NB clients over TLS on a free 127.0.0.1 port,
+	// with a throw-away PKI (OVN.PKI); clients must present a certificate.
+	NBSSL bool
 }
 
 // NewOVN starts NB, SB and northd in a temporary directory of t and stops them
@@ -87,6 +93,11 @@ func StartOVN(dir string, opts OVNOptions) (*OVN, error) {
 			return nil, fmt.Errorf("ovsdb-tool create %s: %v: %s", db.file, err, out)
 		}
 	}
+	if opts.NBSSL {
+		if o.PKI, err = WritePKI(dir); err != nil {
+			return nil, err
+		}
+	}
 	if err := o.StartNB(); err != nil {
 		o.Stop()
 		return nil, err
@@ -127,6 +138,14 @@ func (o *OVN) startDB(db string) (*daemon, error) {
 		}
 		args = append(args, "--remote=ptcp:"+port+":127.0.0.1")
 	}
+	if db == "nb" && o.opts.NBSSL {
+		port := "0"
+		if o.nbSSL != "" {
+			port = o.nbSSL[strings.LastIndex(o.nbSSL, ":")+1:]
+		}
+		args = append(args, "--remote=pssl:"+port+":127.0.0.1", "--private-key="+o.PKI.ServerKey,
+			"--certificate="+o.PKI.ServerCert, "--ca-cert="+o.PKI.CACert)
+	}
 	d, err := startDaemon(o.Dir, db, o.env, o.bins["ovsdb-server"], args...)
 	if err != nil {
 		return nil, err
@@ -135,14 +154,30 @@ func (o *OVN) startDB(db string) (*daemon, error) {
 		_, err := os.Stat(sock)
 		return err
 	}, d)
-	if err == nil && db == "nb" && o.opts.NBTCP && o.nbTCP == "" {
-		err = waitFor(10*time.Second, "nb tcp port", func() error {
+	want := 0
+	if db == "nb" && o.opts.NBTCP && o.nbTCP == "" {
+		want++
+	}
+	if db == "nb" && o.opts.NBSSL && o.nbSSL == "" {
+		want++
+	}
+	if err == nil && want > 0 {
+		// With port 0 the log says which ports were bound, in the order the
+		// remotes were given (tcp first).
+		err = waitFor(10*time.Second, "nb ports", func() error {
 			b, _ := os.ReadFile(filepath.Join(o.Dir, db+".log"))
-			m := listenPortRE.FindSubmatch(b)
-			if m == nil {
+			m := listenPortRE.FindAllSubmatch(b, -1)
+			if len(m) < want {
 				return fmt.Errorf("no listening line yet")
 			}
-			o.nbTCP = "tcp:127.0.0.1:" + string(m[1])
+			i := 0
+			if o.opts.NBTCP && o.nbTCP == "" {
+				o.nbTCP = "tcp:127.0.0.1:" + string(m[i][1])
+				i++
+			}
+			if o.opts.NBSSL && o.nbSSL == "" {
+				o.nbSSL = "ssl:127.0.0.1:" + string(m[i][1])
+			}
 			return nil
 		}, d)
 	}
@@ -188,6 +223,9 @@ func (o *OVN) NBAddress() string { return "unix:" + o.nbSock }
 
 // NBTCPAddress is tcp:127.0.0.1:PORT when started with NBTCP.
 func (o *OVN) NBTCPAddress() string { return o.nbTCP }
+
+// NBSSLAddress is ssl:127.0.0.1:PORT when started with NBSSL.
+func (o *OVN) NBSSLAddress() string { return o.nbSSL }
 
 // SBAddress is the OVSDB address of the SB database (unix:...).
 func (o *OVN) SBAddress() string { return "unix:" + o.sbSock }

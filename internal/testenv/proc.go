@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -152,3 +153,36 @@ func lookPaths(pkgs string, names ...string) (map[string]string, error) {
 	}
 	return found, nil
 }
+
+// Process is a child process a test started (see StartProcess).
+type Process struct {
+	d *daemon
+}
+
+// StartProcess starts bin with args as a child of the test, logging to
+// dir/name.out, and stops it (SIGTERM, then SIGKILL) when t ends.
+func StartProcess(t testing.TB, dir, name string, env []string, bin string, args ...string) *Process {
+	t.Helper()
+	d, err := startDaemon(dir, name, env, bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{d: d}
+	t.Cleanup(func() { p.Stop() })
+	return p
+}
+
+// Stop sends SIGTERM and waits up to 10 s before SIGKILL.
+func (p *Process) Stop() { p.d.stop(10 * time.Second) }
+
+// Kill sends SIGKILL.
+func (p *Process) Kill() { p.d.kill() }
+
+// Exited returns an error quoting the log if the process has exited.
+func (p *Process) Exited() error { return p.d.exited() }
+
+// Log returns the end of the process's output.
+func (p *Process) Log(lines int) string { return tail(p.d.logPth, lines) }
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.d.Pid() }

@@ -365,3 +365,88 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestTLSEndpoint: the client connects to an ssl: endpoint with a private
+// key, certificate and CA, and the applier works through it.
+func TestTLSEndpoint(t *testing.T) {
+	o := testenv.NewOVN(t, testenv.OVNOptions{NBSSL: true})
+	topo := testenv.DefaultTopology(2, ipfamily.V4)
+	o.BuildTopology(t, topo)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := ovn.ClientConfig{Addresses: []string{o.NBSSLAddress()}, PrivateKey: o.PKI.ClientKey, Certificate: o.PKI.ClientCert, CACert: o.PKI.CACert}
+	c, err := ovn.NewNBClient(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	in := translate.Input{Config: translate.DefaultConfig(), Nodes: map[string]*translate.NodeInfo{}}
+	in.Config.AssumeAgentsReady = true
+	for _, n := range topo.Nodes {
+		in.Nodes[n.Name] = translate.ParseNode(topo.NodeObject(n), in.Config.JoinSubnets)
+	}
+	if _, err := ovn.NewApplier(c, 0).Apply(ctx, in.AllKeys(), translate.Translate(in)); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.MustNBCtl(t, "get", "Address_Set", translate.NodeIPsSetName(ipfamily.V4), "addresses"); !strings.Contains(got, "172.18.0.2") {
+		t.Errorf("node-ips over TLS: %s", got)
+	}
+	// Without a client certificate the server refuses.
+	bad := cfg
+	bad.PrivateKey, bad.Certificate = "", ""
+	if err := bad.Validate(); err == nil {
+		t.Error("ssl: config without a client certificate validated")
+	}
+}
+
+// TestRAFTClusterLeaderFailover: the client is given every member, writes
+// through the leader, and after the leader is killed converges through the
+// new one without losing or duplicating rows.
+func TestRAFTClusterLeaderFailover(t *testing.T) {
+	cl := testenv.NewNBCluster(t, 3)
+	topo := testenv.DefaultTopology(3, ipfamily.V4)
+	cl.NBCtl(t, topo.NBCtlCommands()...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := ovn.NewNBClient(ctx, ovn.ClientConfig{Addresses: cl.Addresses()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := translate.DefaultConfig()
+	cfg.AssumeAgentsReady = true
+	in := translate.Input{Config: cfg, Nodes: map[string]*translate.NodeInfo{}, Services: map[string]*corev1.Service{},
+		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{}}
+	for _, n := range topo.Nodes {
+		in.Nodes[n.Name] = translate.ParseNode(topo.NodeObject(n), cfg.JoinSubnets)
+	}
+	in.EgressServices = []*egressv1.EgressService{testenv.EgressService("ns", "web", "node2")}
+	in.Services["ns/web"] = testenv.LoadBalancerService("ns", "web", "172.18.0.100")
+	in.EndpointSlices["ns/web"] = testenv.EndpointSlices("ns", "web", "10.244.1.5@node1")
+	a := ovn.NewApplier(c, 0)
+	if _, err := a.Apply(ctx, in.AllKeys(), translate.Translate(in)); err != nil {
+		t.Fatal(err)
+	}
+	leader := cl.Leader()
+	cl.Kill(leader)
+	in.EndpointSlices["ns/web"] = testenv.EndpointSlices("ns", "web", "10.244.1.5@node1", "10.244.3.5@node3")
+	start := time.Now()
+	for {
+		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := a.Apply(actx, in.AllKeys(), translate.Translate(in))
+		acancel()
+		if err == nil {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("no write after the leader died: %v", err)
+		}
+	}
+	t.Logf("converged through the new leader %s after killing member %d", time.Since(start).Round(time.Millisecond), leader)
+	if got := cl.NBCtl(t, "get", "Address_Set", translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4"), "addresses"); got != `["10.244.1.5", "10.244.3.5"]` {
+		t.Errorf("after failover: %s", got)
+	}
+	if got := cl.NBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/owner-controller=ovn-egress"); len(strings.Fields(got)) != 2 {
+		t.Errorf("policies after failover: %q", got)
+	}
+}
