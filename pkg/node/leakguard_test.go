@@ -1,0 +1,144 @@
+package node
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// TestNodeKernelLeakGuard: a packet conntrack marks invalid skips the nat
+// chains and would leave the node with the pod's address
+// (reference/hostpath.md §1 and pitfall 4). The agent's leak guard drops
+// it. A lone TCP ACK with nf_conntrack_tcp_loose=0 is such a packet: the
+// test shows it leaking once the guard chain is emptied by hand, and
+// dropped again once the agent has repaired its chain.
+func TestNodeKernelLeakGuard(t *testing.T) {
+	pod := testenv.NewNetNS(t, "oe-lg-pod")
+	nodeNS := testenv.NewNetNS(t, "oe-lg-node")
+	ext := testenv.NewNetNS(t, "oe-lg-ext")
+	testenv.Veth(t, pod, "eth0", nodeNS, "ovn-k8s-mp0")
+	testenv.Veth(t, nodeNS, "eth0", ext, "eth0")
+	pod.Addr(t, "eth0", "10.128.1.5/24")
+	pod.MustRun(t, "ip", "route", "add", "default", "via", "10.128.1.1")
+	nodeNS.Addr(t, "ovn-k8s-mp0", "10.128.1.1/24")
+	nodeNS.Addr(t, "eth0", "172.18.0.12/16")
+	nodeNS.Addr(t, "eth0", "172.18.0.100/32")
+	ext.Addr(t, "eth0", "172.18.0.1/16")
+	k := newKernelAgent(t, nodeNS)
+	want := translate.NodeState{SNAT: []translate.SNATElement{elem("10.128.1.5", "172.18.0.100", "ns/svc")}, NoSNAT: noSNATSubnets}
+	k.apply(t, want, ApplyOptions{})
+	nodeNS.Sysctl(t, "net/netfilter/nf_conntrack_tcp_loose", "0")
+
+	pod4, ext4 := netip.MustParseAddr("10.128.1.5"), netip.MustParseAddr("172.18.0.1")
+	leaked := func(dport uint16) bool {
+		t.Helper()
+		seen := make(chan bool, 1)
+		go func() { seen <- sniffTCPFrom(t, ext, pod4, dport, 700*time.Millisecond) }()
+		time.Sleep(100 * time.Millisecond)
+		sendLoneACK(t, pod, pod4, ext4, dport)
+		return <-seen
+	}
+	if leaked(7001) {
+		t.Fatalf("an invalid packet left the node with the pod address despite the leak guard")
+	}
+	// Without the guard the same packet leaks: the test would notice.
+	nodeNS.MustRun(t, "nft", "flush", "chain", "inet", TableName, guardChain)
+	if !leaked(7002) {
+		t.Fatalf("without the leak guard the invalid packet did not leak: the test proves nothing")
+	}
+	res := k.apply(t, want, ApplyOptions{})
+	if !res.Chains {
+		t.Errorf("the agent did not notice its emptied chain")
+	}
+	if leaked(7003) {
+		t.Errorf("the repaired leak guard lets the invalid packet out")
+	}
+	if table := nodeNS.MustRun(t, "nft", "list", "table", "inet", TableName); !strings.Contains(table, "ip saddr @snat-v4 drop") {
+		t.Errorf("guard rule missing after repair:\n%s", table)
+	}
+}
+
+// sendLoneACK sends one TCP ACK (no connection behind it) from ns through a
+// raw socket; the kernel adds the IP header.
+func sendLoneACK(t *testing.T, ns *testenv.NetNS, src, dst netip.Addr, dport uint16) {
+	t.Helper()
+	seg := make([]byte, 20)
+	binary.BigEndian.PutUint16(seg[0:], 40000)
+	binary.BigEndian.PutUint16(seg[2:], dport)
+	binary.BigEndian.PutUint32(seg[4:], 12345)
+	binary.BigEndian.PutUint32(seg[8:], 67890)
+	seg[12] = 5 << 4 // data offset
+	seg[13] = 0x10   // ACK
+	binary.BigEndian.PutUint16(seg[14:], 64240)
+	binary.BigEndian.PutUint16(seg[16:], tcpChecksum(src, dst, seg))
+	err := ns.Do(func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_TCP)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Sendto(fd, seg, 0, &unix.SockaddrInet4{Addr: dst.As4()})
+	})
+	if err != nil {
+		t.Fatalf("send raw ACK: %v", err)
+	}
+}
+
+func tcpChecksum(src, dst netip.Addr, seg []byte) uint16 {
+	s, d := src.As4(), dst.As4()
+	pseudo := append(append(append([]byte{}, s[:]...), d[:]...), 0, unix.IPPROTO_TCP, 0, byte(len(seg)))
+	var sum uint32
+	for _, b := range [][]byte{pseudo, seg} {
+		for i := 0; i+1 < len(b); i += 2 {
+			sum += uint32(binary.BigEndian.Uint16(b[i:]))
+		}
+	}
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	return ^uint16(sum)
+}
+
+// sniffTCPFrom reports whether a TCP segment from src to dport arrives in
+// ns within timeout (a raw socket sees every incoming TCP segment).
+func sniffTCPFrom(t *testing.T, ns *testenv.NetNS, src netip.Addr, dport uint16, timeout time.Duration) bool {
+	var fd int
+	err := ns.Do(func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_TCP)
+		return err
+	})
+	if err != nil {
+		t.Errorf("raw socket: %v", err)
+		return false
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(timeout)
+	buf := make([]byte, 2048)
+	for time.Now().Before(deadline) {
+		tv := unix.NsecToTimeval(time.Until(deadline).Nanoseconds())
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			t.Errorf("raw socket timeout: %v", err)
+			return false
+		}
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			return false
+		}
+		ihl := int(buf[0]&0x0f) * 4
+		if n < ihl+4 {
+			continue
+		}
+		from, _ := netip.AddrFromSlice(buf[12:16])
+		if from == src && binary.BigEndian.Uint16(buf[ihl+2:]) == dport {
+			return true
+		}
+	}
+	return false
+}
