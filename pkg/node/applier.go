@@ -158,19 +158,6 @@ func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts Appl
 	return res, delErr
 }
 
-// Read returns the owned state as it is, without changing anything.
-func (a *Applier) Read(ctx context.Context) (translate.NodeState, error) {
-	rules, err := listOwnedRules(a.nl, a.cfg.RulePriority)
-	if err != nil {
-		return translate.NodeState{}, err
-	}
-	nft, err := listNFT(ctx, a.nft)
-	if err != nil {
-		return translate.NodeState{}, err
-	}
-	return existing(rules, nft), nil
-}
-
 // existing is the owned state as listed, before any write.
 func existing(rules ownedRules, nft nftState) translate.NodeState {
 	st := translate.NodeState{SNAT: elementsOf(nft)}

@@ -65,6 +65,9 @@ func (c *Controller) sync(ctx context.Context) error {
 	fields := logrus.Fields{"services": len(plan.Services), "ready": len(ready), "rules": len(plan.Desired.Rules),
 		"snat": len(plan.Desired.SNAT), "added": res.Added + res2.Added, "deleted": res2.Deleted,
 		"published": published || published2, "duration": time.Since(start)}
+	if fwd := append(res.Forwarding, res2.Forwarding...); len(fwd) > 0 {
+		fields["forwarding"] = fwd
+	}
 	if res.Changed() || res2.Changed() || published || published2 {
 		c.log.WithFields(fields).Info("node synced")
 	} else {
