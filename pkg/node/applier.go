@@ -82,6 +82,9 @@ type Result struct {
 	Chains         bool
 	// Forwarding lists the sysctls turned on.
 	Forwarding []string
+	// Stale counts the owned rules and elements nobody wants that are still
+	// there (left by KeepStale, or failed to delete).
+	Stale int
 }
 
 // Changed reports whether the apply wrote anything.
@@ -135,12 +138,13 @@ func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts Appl
 	res.Added += added
 	res.Reached.Rules = mergeRules(reachedRules, staleRules(rules, want))
 	if addErr != nil || opts.KeepStale {
+		res.Stale = len(staleRules(rules, want)) + len(rules.stray) + len(p.removed)
 		res.Reached = res.Reached.Normalize()
 		return res, addErr
 	}
 
 	// Delete phase: rules, then the nft elements nobody wants.
-	deleted, failed, delErr := deleteRules(a.nl, rules, want.Rules)
+	deleted, failed, strayFailed, delErr := deleteRules(a.nl, rules, want.Rules)
 	res.Deleted += deleted
 	res.Reached.Rules = mergeRules(reachedRules, failed)
 	if len(p.removed) > 0 {
@@ -155,6 +159,12 @@ func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts Appl
 	}
 	res.Reached.SNAT = elementsOf(nft)
 	res.Reached = res.Reached.Normalize()
+	res.Stale = len(failed) + strayFailed
+	for _, e := range p.removed {
+		if _, ok := nft.elements[e.Endpoint]; ok {
+			res.Stale++
+		}
+	}
 	return res, delErr
 }
 

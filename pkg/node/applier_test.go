@@ -196,10 +196,13 @@ func TestNodeApplierAddsBeforeDeletes(t *testing.T) {
 	if got := stateString(res.Reached); got != want {
 		t.Errorf("reached:\n%s\nwant:\n%s", got, want)
 	}
+	if res.Stale != 1 {
+		t.Errorf("stale = %d; want 1 (the table-100 rule the add phase kept)", res.Stale)
+	}
 	e.nl.Fail = nil
 	res, err = e.a.Apply(ctx, next, ApplyOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || res.Stale != 0 {
+		t.Fatalf("full apply: stale %d, %v", res.Stale, err)
 	}
 	if got, want := stateString(res.Reached), stateString(next); got != want {
 		t.Errorf("reached:\n%s\nwant:\n%s", got, want)

@@ -116,8 +116,8 @@ func addRules(nl Netlink, own ownedRules, want []translate.IPRule) (reached []tr
 }
 
 // deleteRules deletes the owned rules not wanted, strays included, and
-// returns how many went and the error of those that did not.
-func deleteRules(nl Netlink, own ownedRules, want []translate.IPRule) (deleted int, failed []translate.IPRule, err error) {
+// returns how many went, the ones that did not and their errors.
+func deleteRules(nl Netlink, own ownedRules, want []translate.IPRule) (deleted int, failed []translate.IPRule, strayFailed int, err error) {
 	keep := make(map[translate.IPRule]bool, len(want))
 	for _, ir := range want {
 		keep[ir] = true
@@ -137,9 +137,10 @@ func deleteRules(nl Netlink, own ownedRules, want []translate.IPRule) (deleted i
 	for _, kr := range own.stray {
 		if e := ignoreNotFound(nl.RuleDel(&kr)); e != nil {
 			errs = append(errs, fmt.Errorf("delete rule %s: %w", kr, e))
+			strayFailed++
 			continue
 		}
 		deleted++
 	}
-	return deleted, failed, errors.Join(errs...)
+	return deleted, failed, strayFailed, errors.Join(errs...)
 }

@@ -49,7 +49,7 @@ func (c *Controller) sync(ctx context.Context) error {
 		return err
 	}
 	gone := withdrawn(before, ready)
-	if len(gone) > 0 {
+	if len(gone) > 0 && res.Stale > 0 {
 		c.log.WithFields(logrus.Fields{"withdrawn": gone, "grace": c.cfg.WithdrawGrace}).
 			Info("withdrew services from the readiness report; waiting before removing their state")
 		select {
@@ -58,7 +58,11 @@ func (c *Controller) sync(ctx context.Context) error {
 		case <-time.After(c.cfg.WithdrawGrace):
 		}
 	}
-	res2, applyErr := c.apply(ctx, plan.Desired, ApplyOptions{})
+	// Nothing stale: the add phase already reached the plan.
+	res2, applyErr := Result{Reached: res.Reached}, error(nil)
+	if res.Stale > 0 {
+		res2, applyErr = c.apply(ctx, plan.Desired, ApplyOptions{})
+	}
 	ready = plan.ReportReached(res2.Reached)
 	published2, err := c.publish(ctx, ready)
 	c.emitProblems(append(plan.Problems, c.routeProblems(plan)...))
