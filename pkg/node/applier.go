@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 	"sigs.k8s.io/knftables"
@@ -26,6 +27,10 @@ type ApplierConfig struct {
 	EnableForwarding bool
 }
 
+// ifNameChars are the characters accepted in --mgmt-port (it becomes part
+// of an nft rule).
+const ifNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@:"
+
 // DefaultApplierConfig: priority 5000, ovn-k8s-mp0, forwarding on.
 func DefaultApplierConfig() ApplierConfig {
 	return ApplierConfig{RulePriority: translate.DefaultRulePriority, MgmtPort: "ovn-k8s-mp0", EnableForwarding: true}
@@ -36,8 +41,8 @@ func (c ApplierConfig) Validate() error {
 	if c.RulePriority <= 0 || c.RulePriority >= 32766 {
 		return fmt.Errorf("rule priority %d: want 1..32765 (0 is the local table, 32766/32767 main and default)", c.RulePriority)
 	}
-	if len(c.MgmtPort) > 15 {
-		return fmt.Errorf("management port %q: interface names have at most 15 characters", c.MgmtPort)
+	if len(c.MgmtPort) > 15 || strings.TrimLeft(c.MgmtPort, ifNameChars) != "" {
+		return fmt.Errorf("management port %q: want an interface name (at most 15 of %s)", c.MgmtPort, ifNameChars)
 	}
 	return nil
 }

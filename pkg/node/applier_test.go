@@ -222,6 +222,13 @@ func TestNodeApplierConfigValidate(t *testing.T) {
 			t.Errorf("priority %d accepted", p)
 		}
 	}
+	for _, port := range []string{`mp0" accept`, "a b", "0123456789abcdef"} {
+		c := DefaultApplierConfig()
+		c.MgmtPort = port
+		if c.Validate() == nil {
+			t.Errorf("management port %q accepted", port)
+		}
+	}
 	if err := DefaultApplierConfig().Validate(); err != nil {
 		t.Error(err)
 	}
