@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -97,9 +98,35 @@ func prefixList(ps []netip.Prefix) string {
 	return strings.Join(s, ",")
 }
 
+// selectFlags are host selection's health-check flags.
+func selectFlags() []cli.Flag {
+	d := selection.DefaultConfig()
+	return []cli.Flag{
+		&cli.IntFlag{Name: "health-check-port", Value: d.HealthCheckPort, Usage: "TCP port probed at each host's management-port addresses", Category: catSelect},
+		&cli.DurationFlag{Name: "health-interval", Value: d.HealthInterval, Usage: "probe every host this often; a host that fails a probe is drained (0: no health checks)", Category: catSelect},
+		&cli.DurationFlag{Name: "health-timeout", Value: d.HealthTimeout, Usage: "time one probe of one host may take", Category: catSelect},
+		&cli.StringFlag{Name: "health-check-mode", Value: d.HealthCheckMode, Usage: "any: any answer, even a reset, means reachable (as ovn-kubernetes); connect: only an accepted connection (with the node agent's --health-listen)", Category: catSelect},
+	}
+}
+
+func selectConfig(c *cli.Context) (selection.Config, error) {
+	cfg := selection.DefaultConfig()
+	if p := c.Int("health-check-port"); p < 1 || p > 65535 {
+		return cfg, fmt.Errorf("--health-check-port: %d is not within 1..65535", p)
+	}
+	cfg.HealthCheckPort = c.Int("health-check-port")
+	cfg.HealthInterval, cfg.HealthTimeout = c.Duration("health-interval"), c.Duration("health-timeout")
+	if cfg.HealthInterval > 0 && cfg.HealthTimeout <= 0 {
+		return cfg, fmt.Errorf("--health-timeout must be positive")
+	}
+	cfg.HealthCheckMode = c.String("health-check-mode")
+	return cfg, nil
+}
+
 func masterCommand() *cli.Command {
 	flags := append(kubeFlags(), nbFlags()...)
 	flags = append(flags, translateFlags()...)
+	flags = append(flags, selectFlags()...)
 	flags = append(flags,
 		&cli.DurationFlag{Name: "nat-batch-window", Value: time.Second, Usage: "with --snat-backend=ovn: gather changes this long before each NB transaction (each NAT change costs ovn-northd 23.03 a full recompute)", Category: catXlate},
 		&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "re-converge every key this often (0: never)", Category: catXlate},
@@ -151,6 +178,9 @@ func masterConfig(c *cli.Context) (master.Config, error) {
 		cfg.Sync.BatchWindow = c.Duration("nat-batch-window")
 	}
 	cfg.Sync.ResyncInterval = c.Duration("resync-interval")
+	if cfg.Select, err = selectConfig(c); err != nil {
+		return cfg, err
+	}
 	cfg.LeaderElection = master.LeaderElection{
 		Enabled: c.Bool("leader-elect"), Namespace: c.String("lease-namespace"), Name: c.String("lease-name"),
 		Identity: c.String("lease-identity"), LeaseDuration: c.Duration("lease-duration"),

@@ -28,6 +28,7 @@ import (
 	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 )
 
@@ -44,8 +45,11 @@ type LeaderElection struct {
 
 // Config is the master's configuration.
 type Config struct {
-	NB             ovn.ClientConfig
-	Sync           nbsync.Config
+	NB   ovn.ClientConfig
+	Sync nbsync.Config
+	// Select configures host selection; its ClusterSubnets and
+	// UnassignedTraffic are always taken from Sync.Translate.
+	Select         selection.Config
 	LeaderElection LeaderElection
 }
 
@@ -56,6 +60,11 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Sync.Validate(); err != nil {
 		return err
+	}
+	c.Select.ClusterSubnets = c.Sync.Translate.ClusterSubnets
+	c.Select.UnassignedTraffic = c.Sync.Translate.UnassignedTraffic
+	if err := c.Select.Validate(); err != nil {
+		return fmt.Errorf("host selection: %w", err)
 	}
 	le := &c.LeaderElection
 	if le.Enabled {
@@ -81,6 +90,7 @@ type Master struct {
 	egress  egressclient.Interface
 	nb      client.Client
 	sync    *nbsync.Controller
+	sel     *selection.Controller
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
 	bcast   record.EventBroadcaster
@@ -114,6 +124,9 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 		kubeInf: kubeinformers.NewSharedInformerFactory(kube, 0),
 		egInf:   egressinformers.NewSharedInformerFactory(egress, 0)}
 	m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), nb, m.kubeInf, m.egInf, recorder)
+	if err == nil {
+		m.sel, err = selection.New(cfg.Select, log.WithField("controller", "selection"), kube, egress, m.kubeInf, m.egInf, recorder)
+	}
 	if err != nil {
 		nb.Close()
 		return nil, err
@@ -192,10 +205,22 @@ func (m *Master) Run(ctx context.Context) error {
 	return runErr
 }
 
-// lead runs the controllers while this replica leads.
+// lead runs both controllers while this replica leads: host selection and
+// translation. When ctx ends, or either controller returns (an error, or
+// nil before ctx ended), both are stopped; lead returns once both have.
 func (m *Master) lead(ctx context.Context) error {
-	return m.sync.Run(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 2)
+	go func() { done <- m.sync.Run(ctx) }()
+	go func() { done <- m.sel.Run(ctx) }()
+	first := <-done
+	cancel()
+	return errors.Join(first, <-done)
 }
 
 // Sync exposes the translation controller (tests and benchmarks).
 func (m *Master) Sync() *nbsync.Controller { return m.sync }
+
+// Select exposes the host-selection controller (tests and benchmarks).
+func (m *Master) Select() *selection.Controller { return m.sel }

@@ -1,0 +1,103 @@
+package selection
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// Health-check modes (--health-check-mode).
+const (
+	// ModeAny counts any answer of the host as reachable, a reset
+	// (connection refused) included: a TCP connect to the discard port, as
+	// ovn-kubernetes probes.
+	ModeAny = "any"
+	// ModeConnect counts only an accepted connection, for the node agent's
+	// --health-listen: a host whose agent is gone is drained too.
+	ModeConnect = "connect"
+)
+
+// Config tunes the selection controller. The zero value is usable after
+// Validate, with health checks off.
+type Config struct {
+	// HealthCheckPort is the TCP port probed at every host's management-port
+	// addresses (9, the discard port).
+	HealthCheckPort int
+	// HealthInterval is the time between two probe rounds (1s); 0 disables
+	// health checks: every node counts as reachable.
+	HealthInterval time.Duration
+	// HealthTimeout bounds one probe of one host (1s).
+	HealthTimeout time.Duration
+	// HealthCheckMode is ModeAny or ModeConnect.
+	HealthCheckMode string
+	// Prober, when set, replaces the TCP prober the fields above describe
+	// (tests drive reachability with it). It is used only while
+	// HealthInterval is positive.
+	Prober Prober
+	// ClusterSubnets tell cluster-networked endpoints from host-networked
+	// ones (the master copies translation's).
+	ClusterSubnets []netip.Prefix
+	// UnassignedTraffic is translation's --unassigned-traffic; with "drop"
+	// the Events of an EgressService left without a host say its traffic is
+	// dropped.
+	UnassignedTraffic string
+	// MaxBatch bounds the EgressServices decided together (1000).
+	MaxBatch int
+	// Writers bounds the concurrent status and label writes (16).
+	Writers int
+}
+
+// DefaultConfig returns the command-line defaults.
+func DefaultConfig() Config {
+	return Config{HealthCheckPort: 9, HealthInterval: time.Second, HealthTimeout: time.Second, HealthCheckMode: ModeAny,
+		UnassignedTraffic: translate.UnassignedAllow, MaxBatch: 1000, Writers: 16}
+}
+
+// Validate checks the configuration and fills the defaults of unset fields.
+func (c *Config) Validate() error {
+	d := DefaultConfig()
+	if c.HealthCheckPort == 0 {
+		c.HealthCheckPort = d.HealthCheckPort
+	}
+	if c.HealthTimeout == 0 {
+		c.HealthTimeout = d.HealthTimeout
+	}
+	if c.HealthCheckMode == "" {
+		c.HealthCheckMode = d.HealthCheckMode
+	}
+	if c.UnassignedTraffic == "" {
+		c.UnassignedTraffic = d.UnassignedTraffic
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = d.MaxBatch
+	}
+	if c.Writers <= 0 {
+		c.Writers = d.Writers
+	}
+	switch {
+	case c.HealthCheckPort < 1 || c.HealthCheckPort > 65535:
+		return fmt.Errorf("health-check port %d is not within 1..65535", c.HealthCheckPort)
+	case c.HealthInterval < 0 || c.HealthTimeout < 0:
+		return fmt.Errorf("health-check interval and timeout must not be negative")
+	case c.HealthCheckMode != ModeAny && c.HealthCheckMode != ModeConnect:
+		return fmt.Errorf("unknown health-check mode %q (want %s or %s)", c.HealthCheckMode, ModeAny, ModeConnect)
+	case c.UnassignedTraffic != translate.UnassignedAllow && c.UnassignedTraffic != translate.UnassignedDrop:
+		return fmt.Errorf("unknown unassigned-traffic policy %q (want allow or drop)", c.UnassignedTraffic)
+	case len(c.ClusterSubnets) == 0:
+		return fmt.Errorf("host selection needs the cluster subnets")
+	}
+	return nil
+}
+
+// prober returns the prober health checks use, or nil when they are off.
+func (c *Config) prober() Prober {
+	switch {
+	case c.HealthInterval <= 0:
+		return nil
+	case c.Prober != nil:
+		return c.Prober
+	}
+	return &TCPProber{Port: c.HealthCheckPort, Mode: c.HealthCheckMode}
+}

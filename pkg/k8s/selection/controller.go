@@ -1,0 +1,295 @@
+// Package selection is the master's host-selection controller: it decides
+// every EgressService's host with translate.SelectHosts, writes it to
+// status.host through the status subresource, keeps the
+// egress-service.k8s.ovn.org/<namespace>-<name> label exactly on the host
+// (for MetalLB), health-checks the hosts and drains those that stop
+// answering, and reports every decision a user can act on as an Event on
+// the EgressService. The translation controller (pkg/k8s/nbsync) follows
+// status.host.
+//
+// It is level-driven: event handlers only enqueue keys (an EgressService's
+// "namespace/name", or a node whose labels must be checked), and a sync
+// re-reads everything from the listers. Allocation counts are the
+// status.host of the EgressServices in the lister, never private memory.
+package selection
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// fieldManager names this controller's writes.
+const fieldManager = "ovn-egress-selection"
+
+// key is what the queue holds: an EgressService, or a node whose labels
+// are to be checked.
+type key struct {
+	node bool
+	// name is "namespace/name" of an EgressService, or a node's name.
+	name string
+}
+
+func (k key) String() string {
+	if k.node {
+		return "node/" + k.name
+	}
+	return k.name
+}
+
+// Controller selects hosts. Build it with New before the informer factories
+// start; only the leader runs it.
+type Controller struct {
+	cfg      Config
+	log      *logrus.Entry
+	kube     kubernetes.Interface
+	egress   egressclient.Interface
+	recorder record.EventRecorder
+
+	esLister   egresslisters.EgressServiceLister
+	esIndexer  cache.Indexer
+	svcLister  corelisters.ServiceLister
+	sliceIndex cache.Indexer
+	nodeLister corelisters.NodeLister
+	synced     []cache.InformerSynced
+
+	queue  workqueue.TypedRateLimitingInterface[key]
+	busy   atomic.Int64
+	health *health // nil when health checks are off
+	events *events
+
+	statsMu sync.Mutex
+	stats   Stats
+}
+
+// Stats counts what the controller did since it was built.
+type Stats struct {
+	// Syncs counts batches of EgressServices decided.
+	Syncs int
+	// StatusWrites counts status.host updates that succeeded.
+	StatusWrites int
+	// Conflicts counts status updates refused with a conflict (and retried).
+	Conflicts int
+	// LabelPatches counts node label patches that succeeded.
+	LabelPatches int
+	// Errors counts failed keys (each is retried).
+	Errors int
+}
+
+// New wires the controller to the informer factories (not started yet),
+// the clients it writes with and the master's event recorder.
+func New(cfg Config, log *logrus.Entry, kube kubernetes.Interface, egress egressclient.Interface,
+	kubeInf kubeinformers.SharedInformerFactory, egressInf egressinformers.SharedInformerFactory,
+	recorder record.EventRecorder) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	esInf := egressInf.K8s().V1().EgressServices()
+	svcInf := kubeInf.Core().V1().Services()
+	sliceInf := kubeInf.Discovery().V1().EndpointSlices()
+	nodeInf := kubeInf.Core().V1().Nodes()
+	if err := addIndexers(esInf.Informer(), sliceInf.Informer()); err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		cfg: cfg, log: log, kube: kube, egress: egress, recorder: recorder,
+		esLister: esInf.Lister(), esIndexer: esInf.Informer().GetIndexer(),
+		svcLister: svcInf.Lister(), sliceIndex: sliceInf.Informer().GetIndexer(), nodeLister: nodeInf.Lister(),
+		synced: []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced,
+			sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "selection"}),
+		events: newEvents(recorder, cfg.UnassignedTraffic == translate.UnassignedDrop),
+	}
+	if p := cfg.prober(); p != nil {
+		c.health = newHealth(p, cfg.HealthInterval, cfg.HealthTimeout, log.WithField("part", "health"), c.probeTargets, c.reachabilityChanged)
+	}
+	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Run waits for the caches, repairs (every EgressService and every node in
+// one pass: valid hosts adopted, invalid ones replaced or cleared, stray
+// labels removed), starts the health checks and converges until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	c.log.Info("waiting for informer caches")
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+	}
+	c.repair(ctx)
+	var wg sync.WaitGroup
+	if c.health != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.health.run(ctx)
+		}()
+	}
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	c.log.WithField("health-checks", c.health != nil).Info("host selection started")
+	for c.processBatch(ctx) {
+	}
+	wg.Wait()
+	c.log.Info("host selection stopped")
+	return nil
+}
+
+// repair converges every key once, before anything else runs. Keys that
+// fail go to the queue with backoff.
+func (c *Controller) repair(ctx context.Context) {
+	c.busy.Add(1)
+	defer c.busy.Add(-1)
+	var keys []key
+	for _, o := range c.esIndexer.List() {
+		if es, ok := o.(*egressv1.EgressService); ok {
+			keys = append(keys, key{name: translate.EgressServiceKey(es)})
+		}
+	}
+	nodes, _ := c.nodeLister.List(labels.Everything())
+	for _, n := range nodes {
+		keys = append(keys, key{node: true, name: n.Name})
+	}
+	errs, sum := c.sync(ctx, keys)
+	for _, k := range keys {
+		if errs[k] != nil {
+			c.countError()
+			c.log.WithError(errs[k]).WithField("key", k.String()).Warn("startup repair failed for a key; requeued")
+			c.queue.AddRateLimited(k)
+		}
+	}
+	c.log.WithFields(logrus.Fields{"egressservices": sum.decided, "adopted": sum.adopted, "assigned": sum.assigned,
+		"moved": sum.moved, "cleared": sum.cleared, "label-patches": sum.labelPatches}).Info("startup repair done")
+}
+
+// processBatch takes the next key and every key dirty by then, syncs them
+// together, and requeues each failed key with rate-limited backoff; no key
+// is ever dropped.
+func (c *Controller) processBatch(ctx context.Context) bool {
+	first, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	c.busy.Add(1)
+	defer c.busy.Add(-1)
+	keys := []key{first}
+	for c.queue.Len() > 0 && len(keys) < c.cfg.MaxBatch {
+		k, shutdown := c.queue.Get()
+		if shutdown {
+			break
+		}
+		keys = append(keys, k)
+	}
+	errs, _ := c.sync(ctx, keys)
+	for _, k := range keys {
+		c.finish(ctx, k, errs[k])
+	}
+	return true
+}
+
+func (c *Controller) finish(ctx context.Context, k key, err error) {
+	defer c.queue.Done(k)
+	if err == nil {
+		c.queue.Forget(k)
+		return
+	}
+	c.countError()
+	if ctx.Err() != nil {
+		return
+	}
+	c.log.WithError(err).WithField("key", k.String()).WithField("retries", c.queue.NumRequeues(k)).Warn("sync failed; requeued")
+	c.queue.AddRateLimited(k)
+}
+
+func (c *Controller) countError() {
+	c.statsMu.Lock()
+	c.stats.Errors++
+	c.statsMu.Unlock()
+}
+
+// probeTargets are the nodes health checks probe: every node that is
+// status.host of an EgressService, and every node now unreachable, with
+// their management-port addresses (k8s.ovn.org/node-subnets, .2). A node
+// without them cannot be probed and counts as reachable.
+func (c *Controller) probeTargets(unreachable map[string]bool) map[string][]netip.Addr {
+	names := map[string]bool{}
+	for _, h := range c.esIndexer.ListIndexFuncValues(indexByHost) {
+		if h != "" && h != egressv1.HostAll {
+			names[h] = true
+		}
+	}
+	for n := range unreachable {
+		names[n] = true
+	}
+	out := map[string][]netip.Addr{}
+	for name := range names {
+		n, err := c.nodeLister.Get(name)
+		if err != nil {
+			continue
+		}
+		info := translate.ParseNode(n, nil)
+		var addrs []netip.Addr
+		for _, f := range ipfamily.All {
+			if a, ok := info.MgmtIPs[f]; ok {
+				addrs = append(addrs, a)
+			}
+		}
+		if len(addrs) > 0 {
+			out[name] = addrs
+		}
+	}
+	return out
+}
+
+// reachabilityChanged drains an unreachable node's EgressServices, or lets
+// the unassigned ones try a node that answers again.
+func (c *Controller) reachabilityChanged(node string, reachable bool) {
+	if reachable {
+		c.enqueueHostedOn("")
+		return
+	}
+	c.enqueueHostedOn(node)
+}
+
+// Stats returns the counters so far.
+func (c *Controller) Stats() Stats {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	return c.stats
+}
+
+// Idle reports whether no key waits or is being synced.
+func (c *Controller) Idle() bool { return c.queue.Len() == 0 && c.busy.Load() == 0 }
+
+// HealthRounds counts the probe rounds run so far (0 when health checks are off).
+func (c *Controller) HealthRounds() int {
+	if c.health == nil {
+		return 0
+	}
+	return c.health.roundCount()
+}

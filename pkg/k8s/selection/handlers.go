@@ -1,0 +1,196 @@
+package selection
+
+import (
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// Index names of the informers' indexers (the informers are shared with
+// the translation controller, which has its own).
+const (
+	indexByHost    = "selection.byHost"    // EgressServices by status.host ("" included)
+	indexByService = "selection.byService" // EndpointSlices by "namespace/service"
+)
+
+func addIndexers(es, slices cache.SharedIndexInformer) error {
+	err := es.AddIndexers(cache.Indexers{indexByHost: func(obj any) ([]string, error) {
+		e, ok := obj.(*egressv1.EgressService)
+		if !ok {
+			return nil, nil
+		}
+		return []string{e.Status.Host}, nil
+	}})
+	if err != nil {
+		return fmt.Errorf("egressservice indexer: %w", err)
+	}
+	err = slices.AddIndexers(cache.Indexers{indexByService: func(obj any) ([]string, error) {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+			return nil, nil
+		}
+		return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+	}})
+	if err != nil {
+		return fmt.Errorf("endpointslice indexer: %w", err)
+	}
+	return nil
+}
+
+// Event handlers only map objects to keys and enqueue them:
+//   - an EgressService: itself, and the nodes of its old and new host (labels);
+//   - a Service or EndpointSlice: the EgressService of the same name;
+//   - a Node: its labels; on a change of labels or readiness, the
+//     EgressServices it hosts (they may have to move) and the unassigned
+//     ones (they may fit now); on deletion, the ones it hosted.
+func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexInformer) error {
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{es, cache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { c.enqueueEgressService(o, nil) },
+			UpdateFunc: func(old, cur any) {
+				c.enqueueEgressService(cur, old)
+			},
+			DeleteFunc: func(o any) {
+				if e, ok := tombstone[*egressv1.EgressService](o); ok {
+					c.events.forget(translate.EgressServiceKey(e))
+				}
+				c.enqueueEgressService(o, nil)
+			},
+		}},
+		{svc, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { c.enqueueService(o) },
+			UpdateFunc: func(_, cur any) { c.enqueueService(cur) },
+			DeleteFunc: func(o any) { c.enqueueService(o) },
+		}},
+		{slices, cache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { c.enqueueSlice(o) },
+			UpdateFunc: func(old, cur any) {
+				c.enqueueSlice(old)
+				c.enqueueSlice(cur)
+			},
+			DeleteFunc: func(o any) { c.enqueueSlice(o) },
+		}},
+		{nodes, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { c.enqueueNode(o, nil) },
+			UpdateFunc: func(old, cur any) { c.enqueueNode(cur, old) },
+			DeleteFunc: func(o any) {
+				if n, ok := tombstone[*corev1.Node](o); ok {
+					c.enqueueHostedOn(n.Name)
+				}
+			},
+		}},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tombstone unwraps a deleted object.
+func tombstone[T any](o any) (T, bool) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	t, ok := o.(T)
+	return t, ok
+}
+
+func (c *Controller) enqueueEgressService(o, old any) {
+	e, ok := tombstone[*egressv1.EgressService](o)
+	if !ok {
+		return
+	}
+	c.queue.Add(key{name: translate.EgressServiceKey(e)})
+	c.enqueueNodeLabels(e.Status.Host)
+	if prev, ok := old.(*egressv1.EgressService); ok {
+		c.enqueueNodeLabels(prev.Status.Host)
+	}
+}
+
+// enqueueNodeLabels enqueues a host's labels check (not for "" or ALL).
+func (c *Controller) enqueueNodeLabels(host string) {
+	if host != "" && host != egressv1.HostAll {
+		c.queue.Add(key{node: true, name: host})
+	}
+}
+
+// enqueueByName enqueues the EgressService namespace/name if there is one.
+func (c *Controller) enqueueByName(ns, name string) {
+	if _, err := c.esLister.EgressServices(ns).Get(name); err == nil {
+		c.queue.Add(key{name: ns + "/" + name})
+	}
+}
+
+func (c *Controller) enqueueService(o any) {
+	if s, ok := tombstone[*corev1.Service](o); ok {
+		c.enqueueByName(s.Namespace, s.Name)
+	}
+}
+
+func (c *Controller) enqueueSlice(o any) {
+	if s, ok := tombstone[*discoveryv1.EndpointSlice](o); ok && s.Labels[discoveryv1.LabelServiceName] != "" {
+		c.enqueueByName(s.Namespace, s.Labels[discoveryv1.LabelServiceName])
+	}
+}
+
+// enqueueHostedOn enqueues every EgressService whose status.host is host
+// ("" for the unassigned ones).
+func (c *Controller) enqueueHostedOn(host string) {
+	objs, _ := c.esIndexer.ByIndex(indexByHost, host)
+	for _, o := range objs {
+		if e, ok := o.(*egressv1.EgressService); ok {
+			c.queue.Add(key{name: translate.EgressServiceKey(e)})
+		}
+	}
+}
+
+// enqueueNode ignores what host selection does not read (annotations,
+// heartbeats): only labels and readiness matter here. The health checks
+// read the management addresses from the lister at every round. A change
+// of egress-service labels only needs the node's labels checked: selectors
+// are not expected to select on the labels host selection itself writes,
+// and re-deciding a node's EgressServices at every label patch would be
+// wasted work.
+func (c *Controller) enqueueNode(o, old any) {
+	n, ok := tombstone[*corev1.Node](o)
+	if !ok {
+		return
+	}
+	prev, ok := old.(*corev1.Node)
+	var prevLabels map[string]string
+	if ok {
+		prevLabels = prev.Labels
+	}
+	ownChanged := !ok || !maps.Equal(ownLabels(prevLabels, true), ownLabels(n.Labels, true))
+	otherChanged := !ok || !maps.Equal(ownLabels(prevLabels, false), ownLabels(n.Labels, false))
+	readyChanged := !ok || translate.NodeReady(prev) != translate.NodeReady(n)
+	if ownChanged {
+		c.queue.Add(key{node: true, name: n.Name})
+	}
+	if otherChanged || readyChanged {
+		c.enqueueHostedOn(n.Name)
+		c.enqueueHostedOn("")
+	}
+}
+
+// ownLabels returns the egress-service labels (own) or all the others.
+func ownLabels(l map[string]string, own bool) map[string]string {
+	out := map[string]string{}
+	for k, v := range l {
+		if translate.IsNodeLabel(k) == own {
+			out[k] = v
+		}
+	}
+	return out
+}

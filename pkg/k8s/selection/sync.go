@@ -1,0 +1,305 @@
+package selection
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// observeTimeout bounds the wait for the informer to show this
+// controller's own status writes before the next decisions are made.
+const observeTimeout = 5 * time.Second
+
+// summary counts what one sync did.
+type summary struct {
+	decided, adopted, assigned, moved, cleared, labelPatches int
+}
+
+// sync converges keys: first the EgressServices (decide together, write
+// the changed hosts), then the nodes' labels. It returns the error of each
+// failed key.
+func (c *Controller) sync(ctx context.Context, keys []key) (map[key]error, summary) {
+	errs := &keyErrors{m: map[key]error{}}
+	var sum summary
+	var ess, nodes []string
+	for _, k := range keys {
+		if k.node {
+			nodes = append(nodes, k.name)
+		} else {
+			ess = append(ess, k.name)
+		}
+	}
+	if len(ess) > 0 {
+		c.syncEgressServices(ctx, ess, errs, &sum)
+	}
+	if len(nodes) > 0 {
+		c.syncNodeLabels(ctx, nodes, errs, &sum)
+	}
+	return errs.m, sum
+}
+
+type keyErrors struct {
+	mu sync.Mutex
+	m  map[key]error
+}
+
+func (e *keyErrors) set(k key, err error) {
+	e.mu.Lock()
+	e.m[k] = err
+	e.mu.Unlock()
+}
+
+// gather reads the EgressServices of keys (those that still exist), their
+// Services and EndpointSlices, every Node, the health verdicts, and the
+// allocations of every other EgressService from the lister's status.host.
+func (c *Controller) gather(keys []string) translate.SelectInput {
+	in := translate.SelectInput{ClusterSubnets: c.cfg.ClusterSubnets, Services: map[string]*corev1.Service{},
+		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{}, Nodes: map[string]*translate.NodeInfo{},
+		Reachable: c.health.reachable(), Allocations: map[string]int{}}
+	batch := map[string]bool{}
+	for _, k := range keys {
+		ns, name, err := cache.SplitMetaNamespaceKey(k)
+		if err != nil || batch[k] {
+			continue
+		}
+		es, err := c.esLister.EgressServices(ns).Get(name)
+		if err != nil {
+			continue
+		}
+		batch[k] = true
+		in.EgressServices = append(in.EgressServices, es)
+		if svc, err := c.svcLister.Services(ns).Get(name); err == nil {
+			in.Services[k] = svc
+		}
+		objs, _ := c.sliceIndex.ByIndex(indexByService, k)
+		for _, o := range objs {
+			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+				in.EndpointSlices[k] = append(in.EndpointSlices[k], s)
+			}
+		}
+	}
+	nodes, _ := c.nodeLister.List(labels.Everything())
+	for _, n := range nodes {
+		in.Nodes[n.Name] = &translate.NodeInfo{Name: n.Name, Ready: translate.NodeReady(n), Labels: n.Labels}
+		objs, _ := c.esIndexer.ByIndex(indexByHost, n.Name)
+		for _, o := range objs {
+			if e, ok := o.(*egressv1.EgressService); ok && !batch[translate.EgressServiceKey(e)] && e.Spec.SourceIPBy != egressv1.Network {
+				in.Allocations[n.Name]++
+			}
+		}
+	}
+	return in
+}
+
+// syncEgressServices decides the hosts of keys together, writes those that
+// changed (in parallel), waits until the informer shows the writes (so the
+// next decisions count them), and records Events.
+func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs *keyErrors, sum *summary) {
+	in := c.gather(keys)
+	found := map[string]bool{}
+	for _, es := range in.EgressServices {
+		found[translate.EgressServiceKey(es)] = true
+	}
+	for _, k := range keys {
+		if !found[k] {
+			c.events.forget(k)
+		}
+	}
+	res := translate.SelectHosts(in)
+	var changed []*egressv1.EgressService
+	for _, es := range in.EgressServices {
+		sel := res.Selections[translate.EgressServiceKey(es)]
+		sum.decided++
+		switch {
+		case !sel.Changed():
+			if sel.Host != "" && sel.Host != egressv1.HostAll {
+				sum.adopted++
+			}
+			continue
+		case sel.Host == "":
+			sum.cleared++
+		case sel.Current == "":
+			sum.assigned++
+		default:
+			sum.moved++
+		}
+		changed = append(changed, es)
+	}
+	var mu sync.Mutex
+	written := map[string]string{} // key → resourceVersion before the write
+	c.parallel(len(changed), func(i int) {
+		es := changed[i]
+		k := translate.EgressServiceKey(es)
+		sel := res.Selections[k]
+		out, err := c.writeHost(ctx, es, sel.Host)
+		if err != nil {
+			errs.set(key{name: k}, err)
+			return
+		}
+		if out == nil {
+			return
+		}
+		mu.Lock()
+		written[k] = es.ResourceVersion
+		mu.Unlock()
+		c.events.hostWritten(out, sel)
+		c.log.WithFields(map[string]any{"key": k, "from": sel.Current, "to": sel.Host, "why": sel.Why}).Info("host selected")
+	})
+	c.waitObserved(ctx, written)
+	for _, es := range in.EgressServices {
+		k := translate.EgressServiceKey(es)
+		c.events.problems(es, res.Problems.For(k), res.Selections[k].Host)
+	}
+	c.statsMu.Lock()
+	c.stats.Syncs++
+	c.stats.StatusWrites += len(written)
+	c.statsMu.Unlock()
+}
+
+// writeHost writes status.host through the status subresource. The first
+// attempt uses the lister's copy; a conflict re-reads the object from the
+// API server and retries (client-go's RetryOnConflict), unless its spec
+// changed meanwhile — then the key is decided again instead. It returns the
+// updated object, or nil when nothing was written (the object is gone, or
+// already says host).
+func (c *Controller) writeHost(ctx context.Context, es *egressv1.EgressService, host string) (*egressv1.EgressService, error) {
+	api := c.egress.K8sV1().EgressServices(es.Namespace)
+	k := translate.EgressServiceKey(es)
+	var written *egressv1.EgressService
+	first := true
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := es.DeepCopy()
+		if !first {
+			fresh, err := api.Get(ctx, es.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil
+			case err != nil:
+				return err
+			case fresh.UID != es.UID || fresh.Generation != es.Generation:
+				c.queue.Add(key{name: k})
+				return nil
+			}
+			cur = fresh
+		}
+		first = false
+		if cur.Status.Host == host {
+			return nil
+		}
+		cur.Status.Host = host
+		out, err := api.UpdateStatus(ctx, cur, metav1.UpdateOptions{FieldManager: fieldManager})
+		switch {
+		case apierrors.IsConflict(err):
+			c.statsMu.Lock()
+			c.stats.Conflicts++
+			c.statsMu.Unlock()
+		case apierrors.IsNotFound(err):
+			return nil
+		case err == nil:
+			written = out
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("write status.host %q of %s: %w", host, k, err)
+	}
+	return written, nil
+}
+
+// waitObserved waits (bounded) until the lister shows a version of every
+// written EgressService newer than the one decided on: read-your-writes,
+// so that allocation counts of the next decisions include these hosts.
+func (c *Controller) waitObserved(ctx context.Context, written map[string]string) {
+	if len(written) == 0 {
+		return
+	}
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Millisecond, observeTimeout, true, func(context.Context) (bool, error) {
+		for k, rv := range written {
+			ns, name, _ := cache.SplitMetaNamespaceKey(k)
+			if cur, err := c.esLister.EgressServices(ns).Get(name); err == nil && cur.ResourceVersion == rv {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		c.log.WithError(err).Debug("informer has not shown every status write yet")
+	}
+}
+
+// syncNodeLabels makes each node's egress-service labels exactly those of
+// the EgressServices whose status.host it is (JSON merge patch of the
+// labels only; stray labels with the prefix are removed).
+func (c *Controller) syncNodeLabels(ctx context.Context, nodes []string, errs *keyErrors, sum *summary) {
+	var mu sync.Mutex
+	c.parallel(len(nodes), func(i int) {
+		name := nodes[i]
+		n, err := c.nodeLister.Get(name)
+		if err != nil {
+			return // deleted: its labels went with it
+		}
+		objs, _ := c.esIndexer.ByIndex(indexByHost, name)
+		var hosted []*egressv1.EgressService
+		for _, o := range objs {
+			if e, ok := o.(*egressv1.EgressService); ok {
+				hosted = append(hosted, e)
+			}
+		}
+		patch := translate.LabelPatch(n.Labels, translate.HostedLabels(name, hosted))
+		if patch == nil {
+			return
+		}
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": patch}})
+		if err == nil {
+			_, err = c.kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager})
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			errs.set(key{node: true, name: name}, fmt.Errorf("patch egress-service labels of node %s: %w", name, err))
+		default:
+			mu.Lock()
+			sum.labelPatches++
+			mu.Unlock()
+			c.statsMu.Lock()
+			c.stats.LabelPatches++
+			c.statsMu.Unlock()
+			c.log.WithField("node", name).WithField("labels", string(body)).Debug("node labels patched")
+		}
+	})
+}
+
+// parallel runs f(0..n-1) with at most cfg.Writers at a time.
+func (c *Controller) parallel(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	sem := make(chan struct{}, c.cfg.Writers)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
