@@ -408,13 +408,13 @@ func dialSeen(ns *testenv.NetNS, proto, ip string, port int, timeout time.Durati
 	return strings.TrimSpace(string(buf[:n])), nil
 }
 
-// TestNodeKernelVRFResolution resolves network names through the real
+// TestNodeKernelVRFResolutionRealVRFOnlyWhereKernelAllows resolves network names through the real
 // netlink path. Real VRF devices are exercised only where the kernel allows
 // it: this test tries to create one and, when the kernel has no VRF support
 // (CONFIG_NET_VRF unset, as on the development machine), says so in its log
 // and checks that the lookup falls through cleanly to "not found" and to
 // rt_tables — it never skips.
-func TestNodeKernelVRFResolution(t *testing.T) {
+func TestNodeKernelVRFResolutionRealVRFOnlyWhereKernelAllows(t *testing.T) {
 	tns := testenv.NewNetNS(t, "oe-vrf")
 	k := newKernelAgent(t, tns)
 	rt := filepath.Join(t.TempDir(), "rt_tables")

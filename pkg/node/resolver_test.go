@@ -20,7 +20,7 @@ type brokenNetlink struct{ *FakeNetlink }
 func (brokenNetlink) LinkByName(string) (netlink.Link, error) { return nil, unix.ENOBUFS }
 
 // TestNodeResolverFakeVRF resolves names against the fake netlink (this
-// kernel cannot create VRF devices; TestNodeKernelVRFResolution covers the
+// kernel cannot create VRF devices; TestNodeKernelVRFResolutionRealVRFOnlyWhereKernelAllows covers the
 // real netlink path): a VRF device wins over an rt_tables entry of the same
 // name, a link that is not a VRF falls through to rt_tables, an unknown name
 // is ErrNetworkNotFound and a netlink failure is a transient error.
