@@ -257,3 +257,52 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// racingNetlink shows the applier a rule table that changed between its
+// dump and its writes: extra rules are listed but gone (delete → ENOENT),
+// hidden rules exist but are not listed (add → EEXIST).
+type racingNetlink struct {
+	*FakeNetlink
+	extra  []netlink.Rule
+	hidden string // Src of a rule left out of the dump
+}
+
+func (r racingNetlink) RuleList(family int) ([]netlink.Rule, error) {
+	rules, err := r.FakeNetlink.RuleList(family)
+	var out []netlink.Rule
+	for _, x := range rules {
+		if x.Src == nil || x.Src.String() != r.hidden {
+			out = append(out, x)
+		}
+	}
+	for _, x := range r.extra {
+		if x.Family == family {
+			out = append(out, x)
+		}
+	}
+	return out, err
+}
+
+// TestNodeApplierErrnoIdempotence: "exists" on add and "not found" on
+// delete are success, decided by errno.
+func TestNodeApplierErrnoIdempotence(t *testing.T) {
+	fake := NewFakeNetlink()
+	must(t, fake.RuleAdd(kernelRule(rule("10.128.0.3 100"))))
+	nl := racingNetlink{FakeNetlink: fake, extra: []netlink.Rule{*kernelRuleFor(t, "10.128.0.9/32", 0, 100, 5000)}, hidden: "10.128.0.3/32"}
+	a, err := NewApplier(DefaultApplierConfig(), nl, knftables.NewFake(knftables.InetFamily, TableName), mapSysctl{"net/ipv4/ip_forward": "1"}, testLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := translate.NodeState{Rules: []translate.IPRule{rule("10.128.0.3 100")}}
+	res, err := a.Apply(context.Background(), want, ApplyOptions{})
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if got := stateString(res.Reached); got != stateString(want) || res.Stale != 0 {
+		t.Errorf("reached %q (stale %d); want %q", got, res.Stale, stateString(want))
+	}
+	if !errors.Is(fake.RuleAdd(kernelRule(rule("10.128.0.3 100"))), unix.EEXIST) ||
+		!errors.Is(fake.RuleDel(kernelRuleFor(t, "10.128.0.9/32", 0, 100, 5000)), unix.ENOENT) {
+		t.Error("the fake does not answer like the kernel")
+	}
+}
