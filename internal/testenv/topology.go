@@ -222,6 +222,6 @@ func (t Topology) NodeAnnotations(n TopologyNode) map[string]string {
 		"k8s.ovn.org/node-subnets":                   js(subnets),
 		"k8s.ovn.org/node-gateway-router-lrp-ifaddr": js(lrp),
 		"k8s.ovn.org/node-id":                        fmt.Sprint(n.ID),
-		"k8s.ovn.org/host-cidrs":                     js(prefixStrings(n.ExternalIPs)),
+		"k8s.ovn.org/host-cidrs":                     js(prefixStrings(append(append([]netip.Prefix{}, n.ExternalIPs...), n.HostIPs...))),
 	}
 }

@@ -1,0 +1,442 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// The suite's shared pieces: one kube-apiserver for the package and the
+// product binary, built once.
+var (
+	kube *testenv.Kube
+	bin  string
+)
+
+func TestMain(m *testing.M) {
+	code, err := runMain(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func runMain(m *testing.M) (int, error) {
+	dir, err := os.MkdirTemp("", "oe-e2e-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	bin = filepath.Join(dir, "ovn-egress")
+	build := exec.Command("go", "build", "-o", bin, "../../../cmd/ovn-egress")
+	if out, err := build.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("build ovn-egress: %v\n%s", err, out)
+	}
+	kube, err = testenv.StartKube(filepath.Join(dir, "kube"))
+	if err != nil {
+		return 0, err
+	}
+	defer kube.Stop()
+	return m.Run(), nil
+}
+
+// options of one cluster.
+type options struct {
+	families   []ipfamily.Family
+	backend    string // host | ovn
+	unassigned string // allow | drop
+	// masters is the number of master replicas (one Lease).
+	masters int
+	// namespace for the workload (default: a fresh one per test).
+	namespace string
+}
+
+// cluster is a 3-node OVN cluster forwarding real packets, with the
+// product running as real processes: the master as a pod on node1 (so its
+// health probes reach the nodes' management ports through OVN) and one node
+// agent per node in its host namespace, each with the ServiceAccount and
+// RBAC from dist/. The harness plays MetalLB: it keeps every egress
+// Service's ingress IP on the node carrying the Service's egress label.
+type cluster struct {
+	t       *testing.T
+	opts    options
+	ovn     *testenv.OVN
+	dp      *testenv.Dataplane
+	topo    testenv.Topology
+	ns      string
+	dir     string
+	masters []*testenv.Process
+	agents  map[string]*testenv.Process
+	mcfg    string // master kubeconfig
+	ncfg    string // node kubeconfig
+	mpod    *testenv.NetNS
+	echo    *testenv.Echo
+	capture *testenv.Capture
+	pods    map[string]*pod
+
+	mu        sync.Mutex
+	announced map[netip.Addr]string // LB IP -> node holding it
+}
+
+type pod struct {
+	name string
+	node string
+	ns   *testenv.NetNS
+	ips  []netip.Addr
+}
+
+const echoPort = 7777
+
+func newCluster(t *testing.T, o options) *cluster {
+	t.Helper()
+	if len(o.families) == 0 {
+		o.families = []ipfamily.Family{ipfamily.V4}
+	}
+	if o.backend == "" {
+		o.backend = "host"
+	}
+	if o.unassigned == "" {
+		o.unassigned = "allow"
+	}
+	if o.masters == 0 {
+		o.masters = 1
+	}
+	ovn := testenv.NewOVN(t)
+	topo := testenv.DefaultTopology(3, o.families...)
+	c := &cluster{t: t, opts: o, ovn: ovn, topo: topo, dir: t.TempDir(), agents: map[string]*testenv.Process{},
+		pods: map[string]*pod{}, announced: map[netip.Addr]string{}}
+	c.dp = testenv.NewDataplane(t, ovn, topo)
+	c.topo = c.dp.Topo
+	kube.CreateNodes(t, c.topo)
+	if o.namespace != "" {
+		c.ns = o.namespace
+		_, _ = kube.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{})
+	} else {
+		c.ns = kube.Namespace(t)
+	}
+	t.Cleanup(func() {
+		_ = kube.Egress.K8sV1().EgressServices(c.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	c.echo = testenv.StartEcho(t, c.dp.Ext, echoPort, c.dp.ExtIPs()...)
+	c.capture = testenv.StartCapture(t, c.dp.Ext, "eth0")
+	c.credentials()
+	c.startMasterPod()
+	for i := 0; i < o.masters; i++ {
+		c.startMaster()
+	}
+	for _, n := range c.topo.Nodes {
+		c.startAgent(n.Name)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go c.playMetalLB(ctx)
+	t.Cleanup(c.assertNoLeak)
+	return c
+}
+
+// credentials applies dist/'s RBAC and writes a kubeconfig per ServiceAccount.
+func (c *cluster) credentials() {
+	t := c.t
+	ctx := context.Background()
+	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/master/rbac.yaml", "../../../dist/node/rbac.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	for _, sa := range []struct{ name, path string }{
+		{"ovn-egress-master", filepath.Join(c.dir, "master.kubeconfig")},
+		{"ovn-egress-node", filepath.Join(c.dir, "node.kubeconfig")},
+	} {
+		rc, err := kube.ServiceAccountConfig(ctx, "ovn-egress", sa.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kube.KubeconfigFor(rc, sa.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mcfg, c.ncfg = filepath.Join(c.dir, "master.kubeconfig"), filepath.Join(c.dir, "node.kubeconfig")
+}
+
+func (c *cluster) subnetFlags() []string {
+	var cs, js []string
+	for _, p := range c.topo.ClusterSubnets {
+		cs = append(cs, p.String())
+	}
+	for _, p := range c.topo.JoinSubnets {
+		js = append(js, p.String())
+	}
+	return []string{"--cluster-subnets=" + strings.Join(cs, ","), "--join-subnets=" + strings.Join(js, ",")}
+}
+
+// startMasterPod creates the master's pod namespace on node1 and forwards
+// its 127.0.0.1:<apiserver port> to the API server (which listens on the
+// machine's loopback only).
+func (c *cluster) startMasterPod() {
+	t := c.t
+	n := c.topo.Nodes[0]
+	var ips []netip.Addr
+	for _, f := range c.opts.families {
+		ips = append(ips, n.PodIP(f, 200))
+	}
+	c.mpod = c.dp.AddPod(t, n.Name, "ovn-egress-master", ips...)
+	api := strings.TrimPrefix(kube.Config.Host, "https://")
+	var l net.Listener
+	if err := c.mpod.Do(func() error {
+		var err error
+		l, err = net.Listen("tcp", api)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := net.Dial("tcp", api)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				go io.Copy(out, in)
+				io.Copy(in, out)
+			}()
+		}
+	}()
+}
+
+// startMaster starts one master replica in the master pod.
+func (c *cluster) startMaster() *testenv.Process {
+	args := []string{"netns", "exec", c.mpod.Name, bin, "master", "--kubeconfig=" + c.mcfg, "--nb-address=" + c.ovn.NBAddress(),
+		"--snat-backend=" + c.opts.backend, "--unassigned-traffic=" + c.opts.unassigned, "--health-check-mode=connect",
+		"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms", "--nat-batch-window=100ms",
+		fmt.Sprintf("--lease-identity=master-%d", len(c.masters)), "--log-level=debug"}
+	args = append(args, c.subnetFlags()...)
+	p := testenv.StartProcess(c.t, c.dir, fmt.Sprintf("master-%d", len(c.masters)), nil, "ip", args...)
+	c.masters = append(c.masters, p)
+	return p
+}
+
+// startAgent starts the node agent of node inside its host namespace.
+func (c *cluster) startAgent(node string) *testenv.Process {
+	args := []string{"node", "--node-name=" + node, "--netns=" + c.dp.Hosts[node].Name, "--kubeconfig=" + c.ncfg,
+		"--health-listen", "--withdraw-grace=1s", "--log-level=debug", c.subnetFlags()[0]}
+	p := testenv.StartProcess(c.t, c.dir, "agent-"+node, nil, bin, args...)
+	c.agents[node] = p
+	return p
+}
+
+// playMetalLB keeps each egress Service's ingress IPs on exactly the node
+// labelled egress-service.k8s.ovn.org/<ns>-<name> (host backend; with the
+// ovn backend the GR answers for the address itself).
+func (c *cluster) playMetalLB(ctx context.Context) {
+	for ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		if c.opts.backend != "host" {
+			continue
+		}
+		want := map[netip.Addr]string{}
+		ess, err := kube.Egress.K8sV1().EgressServices(c.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		nodes, err := kube.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, es := range ess.Items {
+			svc, err := kube.Client.CoreV1().Services(c.ns).Get(ctx, es.Name, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			for _, n := range nodes.Items {
+				if _, ok := n.Labels[translate.NodeLabel(es.Namespace, es.Name)]; !ok {
+					continue
+				}
+				for _, in := range svc.Status.LoadBalancer.Ingress {
+					if ip, err := netip.ParseAddr(in.IP); err == nil {
+						want[ip] = n.Name
+					}
+				}
+			}
+		}
+		c.mu.Lock()
+		for ip, node := range c.announced {
+			if want[ip] != node {
+				c.dp.Withdraw(c.t, node, ip)
+				delete(c.announced, ip)
+			}
+		}
+		for ip, node := range want {
+			if c.announced[ip] != node {
+				c.dp.Announce(c.t, node, ip)
+				c.announced[ip] = node
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// addPod starts a pod on node with addresses .k of each family.
+func (c *cluster) addPod(name, node string, k int) *pod {
+	n := c.topo.Node(node)
+	var ips []netip.Addr
+	for _, f := range c.opts.families {
+		ips = append(ips, n.PodIP(f, k))
+	}
+	p := &pod{name: name, node: node, ns: c.dp.AddPod(c.t, node, name, ips...), ips: ips}
+	c.pods[name] = p
+	return p
+}
+
+// service creates a LoadBalancer Service backed by pods, with ingress IPs
+// .100+k of the external network in each family.
+func (c *cluster) service(name string, k int, pods ...*pod) []netip.Addr {
+	var ingress []netip.Addr
+	for _, f := range c.opts.families {
+		if f == ipfamily.V4 {
+			ingress = append(ingress, netip.MustParseAddr(fmt.Sprintf("172.18.0.%d", 100+k)))
+		} else {
+			ingress = append(ingress, netip.MustParseAddr(fmt.Sprintf("fc00:f853:ccd:e793::%x", 0x100+k)))
+		}
+	}
+	var ing, eps []string
+	for _, ip := range ingress {
+		ing = append(ing, ip.String())
+	}
+	for _, p := range pods {
+		for _, ip := range p.ips {
+			eps = append(eps, ip.String()+"@"+p.node)
+		}
+	}
+	kube.CreateLoadBalancer(c.t, c.ns, name, ing, eps...)
+	return ingress
+}
+
+// egressService creates the EgressService for Service name.
+func (c *cluster) egressService(name string, spec egressv1.EgressServiceSpec) {
+	es := &egressv1.EgressService{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name}, Spec: spec}
+	if _, err := kube.Egress.K8sV1().EgressServices(c.ns).Create(context.Background(), es, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// host waits until status.host satisfies ok and returns it.
+func (c *cluster) host(name string, ok func(string) bool) string {
+	c.t.Helper()
+	var h string
+	c.eventually("status.host of "+name, 20*time.Second, func() bool {
+		es, err := kube.Egress.K8sV1().EgressServices(c.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		h = es.Status.Host
+		return ok(h)
+	})
+	return h
+}
+
+func (c *cluster) eventually(what string, timeout time.Duration, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.dumpLogs()
+			c.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (c *cluster) dumpLogs() {
+	for i, m := range c.masters {
+		c.t.Logf("master-%d log:\n%s", i, m.Log(40))
+	}
+	for n, a := range c.agents {
+		c.t.Logf("agent %s log:\n%s", n, a.Log(20))
+	}
+	if out, err := c.ovn.NBCtl("lr-policy-list", "ovn_cluster_router"); err == nil {
+		c.t.Logf("policies:\n%s", out)
+	}
+}
+
+// sources asks the external echo from p over TCP and UDP, per family, and
+// checks the source it saw is one of want (per family, by index).
+func (c *cluster) expectSource(p *pod, timeout time.Duration, want func(f ipfamily.Family) []netip.Addr) {
+	c.t.Helper()
+	for _, ext := range c.dp.ExtIPs() {
+		f := ipfamily.Of(ext)
+		for _, proto := range []string{"tcp", "udp"} {
+			got, took, err := testenv.AskUntil(p.ns, proto, netip.AddrPortFrom(ext, echoPort), timeout, want(f)...)
+			if err != nil {
+				c.dumpLogs()
+				c.t.Fatalf("%s from pod %s (%s) to %s: %v", proto, p.name, p.node, ext, err)
+			}
+			c.t.Logf("%s from %s on %s: seen %s after %s", proto, p.name, p.node, got, took.Round(time.Millisecond))
+		}
+	}
+}
+
+// nodeAddr is the address the pods of node leave with when nothing
+// reroutes them: their GR's.
+func (c *cluster) nodeAddr(node string) func(ipfamily.Family) []netip.Addr {
+	return func(f ipfamily.Family) []netip.Addr {
+		for _, p := range c.topo.Node(node).ExternalIPs {
+			if ipfamily.OfPrefix(p) == f {
+				return []netip.Addr{p.Addr()}
+			}
+		}
+		return nil
+	}
+}
+
+func only(ips []netip.Addr) func(ipfamily.Family) []netip.Addr {
+	return func(f ipfamily.Family) []netip.Addr {
+		var out []netip.Addr
+		for _, ip := range ips {
+			if ipfamily.Of(ip) == f {
+				out = append(out, ip)
+			}
+		}
+		return out
+	}
+}
+
+// assertNoLeak fails the test if any packet with a pod address as source
+// reached the outside world during the whole test.
+func (c *cluster) assertNoLeak() {
+	var leaks []string
+	for src, n := range c.capture.Sources() {
+		for _, s := range c.topo.ClusterSubnets {
+			if s.Contains(src) {
+				leaks = append(leaks, fmt.Sprintf("%s (%d packets)", src, n))
+			}
+		}
+	}
+	slices.Sort(leaks)
+	if len(leaks) > 0 {
+		c.t.Errorf("pod addresses reached the outside: %v", leaks)
+	}
+}

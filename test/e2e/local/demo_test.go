@@ -1,0 +1,92 @@
+//go:build demo
+
+package local
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+)
+
+var once = flag.Bool("once", false, "show once and exit instead of staying up until Ctrl-C")
+
+// TestDemo is `make demo`: the local cluster with the example objects, the
+// master choosing a host, and the source address the outside world sees
+// before and after the EgressService exists.
+func TestDemo(t *testing.T) {
+	start := time.Now()
+	say := func(format string, args ...any) {
+		fmt.Printf("[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	show := func(title, out string) {
+		fmt.Printf("\n$ %s\n%s\n", title, strings.TrimRight(out, "\n"))
+	}
+	say("starting OVN (NB, SB, northd), Open vSwitch + ovn-controller, 3 nodes in network namespaces, kube-apiserver ...")
+	c := newCluster(t, options{families: []ipfamily.Family{ipfamily.V4}, namespace: "shop"})
+	say("cluster up: 3 nodes, master and one node agent per node running as their ServiceAccounts")
+
+	// The example workload: shop/web with pods on node1 and node3, node2
+	// labelled egress=true (examples/).
+	c.label("node2", "egress", "true")
+	p1, p3 := c.addPod("web-1", "node1", 5), c.addPod("web-3", "node3", 5)
+	lb := c.service("web", 0, p1, p3)
+	ext := netip.AddrPortFrom(c.dp.ExtIPs()[0], echoPort)
+	say("Service shop/web (LoadBalancer, ingress %s) has pods 10.244.1.5 on node1 and 10.244.3.5 on node3", lb[0])
+	for _, p := range []*pod{p1, p3} {
+		got, _, err := testenv.AskUntil(p.ns, "tcp", ext, 10*time.Second)
+		say("before: pod %s on %s → %s: the outside sees %s (its node's address) %v", p.ips[0], p.node, ext, got, errString(err))
+	}
+
+	say("creating EgressService shop/web (sourceIPBy LoadBalancerIP, nodeSelector egress=true) ...")
+	c.egressService("web", egressv1.EgressServiceSpec{SourceIPBy: egressv1.LoadBalancerIP,
+		NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"egress": "true"}}})
+	host := c.host("web", anyHost)
+	say("the master chose %s as host", host)
+	for _, p := range []*pod{p1, p3} {
+		got, took, err := testenv.AskUntil(p.ns, "tcp", ext, 20*time.Second, lb...)
+		say("after: pod %s on %s → %s: the outside sees %s (after %s) %v", p.ips[0], p.node, ext, got, took.Round(time.Millisecond), errString(err))
+	}
+
+	out, _ := kube.Kubectl("get", "egressservices", "-A", "-o", "wide")
+	show("kubectl get egressservices -A -o wide", out)
+	out, _ = kube.Kubectl("get", "nodes", "-L", "egress", "--show-labels=false")
+	show("kubectl get nodes -L egress", out)
+	out, _ = c.ovn.NBCtl("lr-policy-list", "ovn_cluster_router")
+	show("ovn-nbctl lr-policy-list ovn_cluster_router", out)
+	out, _ = c.ovn.NBCtl("--columns=name,addresses,external_ids", "find", "Address_Set", "external_ids:k8s.ovn.org/owner-controller=ovn-egress")
+	show("ovn-nbctl find Address_Set external_ids:k8s.ovn.org/owner-controller=ovn-egress", out)
+	out, _ = c.dp.Hosts[host].Run("nft", "list", "table", "inet", "ovn-egress")
+	show(fmt.Sprintf("nft list table inet ovn-egress   (in %s's host namespace)", host), out)
+
+	fmt.Printf("\nTo explore:\n  export KUBECONFIG=%s\n  export OVN_NB_DB=%s\n  sudo ip netns exec %s nft list ruleset\n",
+		kube.Kubeconfig, c.ovn.NBAddress(), c.dp.Hosts[host].Name)
+	if *once {
+		say("done (--once): tearing down")
+		return
+	}
+	say("running; press Ctrl-C to tear everything down")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	say("tearing down")
+}
+
+func errString(err error) string {
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return ""
+}

@@ -1,0 +1,157 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+)
+
+func anyHost(h string) bool { return h != "" && h != egressv1.HostAll }
+
+// TestEgressWithoutSelector: with no node selector, pods on every node
+// leave with the load-balancer IP; traffic to other pods and to node
+// addresses is not rerouted; deleting the EgressService gives the pods
+// their node's address back. IPv4 and dual-stack.
+func TestEgressWithoutSelector(t *testing.T) {
+	for _, fams := range [][]ipfamily.Family{{ipfamily.V4}, {ipfamily.V4, ipfamily.V6}} {
+		t.Run(familiesName(fams), func(t *testing.T) {
+			c := newCluster(t, options{families: fams})
+			p1, p2, p3 := c.addPod("p1", "node1", 5), c.addPod("p2", "node2", 5), c.addPod("p3", "node3", 5)
+			other := c.addPod("other", "node3", 6) // not behind the Service
+			lb := c.service("web", 0, p1, p2, p3)
+			before := c.echo.Seen()
+			c.expectSource(p1, 10*time.Second, c.nodeAddr("node1"))
+			c.egressService("web", egressv1.EgressServiceSpec{})
+			host := c.host("web", anyHost)
+			t.Logf("host: %s", host)
+			for _, p := range []*pod{p1, p2, p3} {
+				c.expectSource(p, 15*time.Second, only(lb))
+			}
+			c.expectSource(other, 5*time.Second, c.nodeAddr("node3"))
+
+			// Not rerouted: pod → pod on another node keeps the pod's
+			// source; pod → node address leaves through the pod's own GR.
+			podEcho := testenv.StartEcho(t, other.ns, echoPort, other.ips...)
+			for _, dst := range other.ips {
+				got, _, err := testenv.AskUntil(p1.ns, "tcp", netip.AddrPortFrom(dst, echoPort), 5*time.Second)
+				if err != nil || !contains(p1.ips, got) {
+					t.Errorf("pod → pod %s: seen %s (%v), want the pod's own address", dst, got, err)
+				}
+			}
+			_ = podEcho
+			hostEcho := testenv.StartEcho(t, c.dp.Hosts["node2"], echoPort, hostIPs(c, "node2")...)
+			_ = hostEcho
+			for _, dst := range hostIPs(c, "node2") {
+				got, _, err := testenv.AskUntil(p1.ns, "tcp", netip.AddrPortFrom(dst, echoPort), 5*time.Second)
+				if err != nil || contains(lb, got) {
+					t.Errorf("pod → node2 %s: seen %s (%v), want not the LB IP", dst, got, err)
+				}
+			}
+
+			if err := kube.Egress.K8sV1().EgressServices(c.ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []*pod{p1, p2, p3} {
+				c.expectSource(p, 15*time.Second, c.nodeAddr(p.node))
+			}
+			_ = before
+		})
+	}
+}
+
+// TestSelectorMovesHost: the selector picks the host; changing it moves the
+// host and the traffic; a selector matching no node leaves status.host
+// empty and the pods use their node's address; labelling a node to match
+// brings the LB IP back.
+func TestSelectorMovesHost(t *testing.T) {
+	c := newCluster(t, options{})
+	p1, p3 := c.addPod("p1", "node1", 5), c.addPod("p3", "node3", 5)
+	lb := c.service("web", 0, p1, p3)
+	c.label("node2", "egress", "a")
+	c.label("node3", "egress", "b")
+	c.egressService("web", egressv1.EgressServiceSpec{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"egress": "a"}}})
+	c.host("web", func(h string) bool { return h == "node2" })
+	c.expectSource(p1, 15*time.Second, only(lb))
+	c.expectSource(p3, 15*time.Second, only(lb))
+
+	c.patchSelector("web", map[string]string{"egress": "b"})
+	c.host("web", func(h string) bool { return h == "node3" })
+	c.expectSource(p1, 15*time.Second, only(lb))
+
+	c.patchSelector("web", map[string]string{"egress": "nowhere"})
+	c.host("web", func(h string) bool { return h == "" })
+	c.expectSource(p1, 15*time.Second, c.nodeAddr("node1"))
+	c.expectSource(p3, 15*time.Second, c.nodeAddr("node3"))
+
+	c.label("node1", "egress", "nowhere")
+	c.host("web", func(h string) bool { return h == "node1" })
+	c.expectSource(p3, 15*time.Second, only(lb))
+}
+
+// TestFailover: the host stops answering the health probe (its agent dies;
+// the master probes in connect mode) → another host within the probe
+// interval and timeout, and new connections leave with the LB IP through it.
+func TestFailover(t *testing.T) {
+	c := newCluster(t, options{})
+	p1 := c.addPod("p1", "node1", 5)
+	lb := c.service("web", 0, p1)
+	c.egressService("web", egressv1.EgressServiceSpec{})
+	old := c.host("web", anyHost)
+	c.expectSource(p1, 15*time.Second, only(lb))
+	start := time.Now()
+	c.agents[old].Kill()
+	moved := c.host("web", func(h string) bool { return anyHost(h) && h != old })
+	t.Logf("host %s → %s after %s", old, moved, time.Since(start).Round(time.Millisecond))
+	c.expectSource(p1, 15*time.Second, only(lb))
+	t.Logf("traffic through %s after %s", moved, time.Since(start).Round(time.Millisecond))
+}
+
+func (c *cluster) label(node, key, value string) {
+	c.t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}})
+	if _, err := kube.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) patchSelector(name string, labels map[string]string) {
+	c.t.Helper()
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"nodeSelector": map[string]any{"matchLabels": labels}}})
+	if _, err := kube.Egress.K8sV1().EgressServices(c.ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func hostIPs(c *cluster, node string) []netip.Addr {
+	var out []netip.Addr
+	for _, p := range c.topo.Node(node).HostIPs {
+		out = append(out, p.Addr())
+	}
+	return out
+}
+
+func contains(ips []netip.Addr, ip netip.Addr) bool {
+	for _, x := range ips {
+		if x == ip {
+			return true
+		}
+	}
+	return false
+}
+
+func familiesName(fs []ipfamily.Family) string {
+	s := ""
+	for _, f := range fs {
+		s += string(f)
+	}
+	return s
+}
