@@ -8,6 +8,8 @@ TOOLS_DIR ?= $(BIN_DIR)/tools
 GO_TEST_FLAGS ?=
 export TESTBIN_DIR
 
+DEMO_ARGS ?=
+
 .PHONY: all build test unit testbin generate verify lint demo e2e bench clean help
 
 all: build
@@ -23,6 +25,15 @@ testbin: ## build kube-apiserver, etcd and kubectl into bin/testbin (cold: ~5 mi
 
 test: testbin build ## run every test against real OVN, kube-apiserver and network namespaces
 	go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./...
+
+e2e: testbin ## the local end-to-end suite: real packets through OVN, the product as real processes
+	go test -count=1 -timeout 20m -v ./test/e2e/local/
+
+demo: ## the product end to end on this machine; DEMO_ARGS=--once exits after showing
+	./hack/install-deps.sh
+	$(MAKE) testbin
+	go test -c -tags demo -o $(BIN_DIR)/e2e-demo.test ./test/e2e/local
+	cd test/e2e/local && $(BIN_DIR)/e2e-demo.test -test.run '^TestDemo$$' -test.timeout 0 $(DEMO_ARGS)
 
 unit: ## fast tests of the pure packages only
 	go test -count=1 ./pkg/translate/... ./pkg/ipfamily/...
