@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -114,12 +115,17 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := egressscheme.AddToScheme(scheme.Scheme); err != nil {
+	// Events name their objects through a scheme of this master's own:
+	// adding the EgressService types to client-go's global scheme would
+	// race with every client reading it (two masters in one test process).
+	eventScheme := runtime.NewScheme()
+	if err := errors.Join(scheme.AddToScheme(eventScheme), egressscheme.AddToScheme(eventScheme)); err != nil {
+		nb.Close()
 		return nil, err
 	}
 	bcast := record.NewBroadcaster(record.WithContext(ctx))
 	bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	recorder := bcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovn-egress-master"})
+	recorder := bcast.NewRecorder(eventScheme, corev1.EventSource{Component: "ovn-egress-master"})
 	m := &Master{cfg: cfg, log: log, kube: kube, egress: egress, nb: nb, bcast: bcast,
 		kubeInf: kubeinformers.NewSharedInformerFactory(kube, 0),
 		egInf:   egressinformers.NewSharedInformerFactory(egress, 0)}
@@ -173,15 +179,21 @@ func (m *Master) Run(ctx context.Context) error {
 		Client:     m.kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 	}
-	var runErr error
+	// The controllers run on this goroutine, not in the elector's callback
+	// goroutine: Run returns only after they stopped, and when they fail
+	// the elector is stopped too (the Lease is released, not held by a
+	// replica that no longer works).
+	started := make(chan context.Context, 1)
 	lost := false
+	ectx, stopElector := context.WithCancel(ctx)
+	defer stopElector()
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, ReleaseOnCancel: true, Name: "ovn-egress-master",
 		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
 				m.log.WithField("identity", le.Identity).Info("became leader")
-				runErr = m.lead(lctx)
+				started <- lctx
 			},
 			OnStoppedLeading: func() {
 				if ctx.Err() == nil {
@@ -198,11 +210,26 @@ func (m *Master) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
-	elector.Run(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		elector.Run(ectx)
+	}()
+	var runErr error
+	select {
+	case lctx := <-started:
+		runErr = m.lead(lctx)
+		stopElector()
+		<-done
+	case <-done:
+	}
+	if runErr != nil {
+		return runErr
+	}
 	if lost {
 		return fmt.Errorf("lost the leader lease %s/%s", le.Namespace, le.Name)
 	}
-	return runErr
+	return nil
 }
 
 // lead runs both controllers while this replica leads: host selection and
