@@ -173,6 +173,10 @@ func TestUnreachableHostDrained(t *testing.T) {
 	e.waitHost("web", "")
 	e.waitEvent("web", translate.ReasonNoEligibleNode, "3 unreachable")
 	e.waitLabels(map[string][]string{})
+	e.settle(c)
+	if n := e.countEvents("web", translate.ReasonNoEligibleNode); n != 1 {
+		t.Errorf("%d NoEligibleNode events; want 1 (HostUnreachable going away is no new situation)", n)
+	}
 	p.set("node3", false)
 	e.waitHost("web", "node3")
 	e.waitLabels(map[string][]string{"node3": {e.label("web")}})

@@ -2,8 +2,6 @@ package selection
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,19 +28,20 @@ func leavesEndpointsUnhosted(r translate.Reason) bool {
 }
 
 // events records the Events of host selection on EgressServices: a Normal
-// HostAssigned or HostChanged when a new status.host is written, and one
-// Warning per problem when the set of an EgressService's problem reasons
-// changes — not at every sync.
+// HostAssigned or HostChanged when a new status.host is written, and a
+// Warning for a problem when its reason appears — not at every sync, and
+// not again while the reason stays (a reason that goes away and comes back
+// is reported again).
 type events struct {
 	recorder record.EventRecorder
 	drop     bool
 
 	mu   sync.Mutex
-	last map[string]string // "namespace/name" → its problem reasons, joined
+	last map[string]map[translate.Reason]bool // "namespace/name" → its current problem reasons
 }
 
 func newEvents(r record.EventRecorder, drop bool) *events {
-	return &events{recorder: r, drop: drop, last: map[string]string{}}
+	return &events{recorder: r, drop: drop, last: map[string]map[translate.Reason]bool{}}
 }
 
 func describeHost(h string) string {
@@ -68,28 +67,29 @@ func (e *events) hostWritten(es *egressv1.EgressService, sel translate.Selection
 	e.recorder.Event(es, corev1.EventTypeNormal, string(translate.ReasonHostChanged), msg)
 }
 
-// problems reports an EgressService's problems if their reasons changed
-// since the last time.
+// problems reports the problems of an EgressService whose reasons were not
+// there at its previous sync.
 func (e *events) problems(es *egressv1.EgressService, ps translate.Problems, host string) {
-	var reasons []string
-	for _, p := range ps {
-		reasons = append(reasons, string(p.Reason))
-	}
-	slices.Sort(reasons)
-	fp := strings.Join(slices.Compact(reasons), ",")
 	k := translate.EgressServiceKey(es)
+	now := map[translate.Reason]bool{}
+	for _, p := range ps {
+		now[p.Reason] = true
+	}
 	e.mu.Lock()
-	same := e.last[k] == fp
-	if fp == "" {
+	prev := e.last[k]
+	if len(now) == 0 {
 		delete(e.last, k)
 	} else {
-		e.last[k] = fp
+		e.last[k] = now
 	}
 	e.mu.Unlock()
-	if same || e.recorder == nil {
+	if e.recorder == nil {
 		return
 	}
 	for _, p := range ps {
+		if prev[p.Reason] {
+			continue
+		}
 		msg := p.Message
 		if e.drop && host == "" && leavesEndpointsUnhosted(p.Reason) {
 			msg += dropNotice
