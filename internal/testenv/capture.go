@@ -16,8 +16,9 @@ import (
 // echo server it also sees packets nobody answers, such as a TCP SYN from a
 // pod address that leaked out un-SNATed.
 type Capture struct {
-	mu   sync.Mutex
-	srcs map[netip.Addr]int
+	mu    sync.Mutex
+	srcs  map[netip.Addr]int
+	first map[netip.Addr]Packet
 	stop atomic.Bool
 	done chan struct{}
 }
@@ -25,7 +26,7 @@ type Capture struct {
 // StartCapture starts recording on dev inside ns until t ends.
 func StartCapture(t testing.TB, ns *NetNS, dev string) *Capture {
 	t.Helper()
-	c := &Capture{srcs: map[netip.Addr]int{}, done: make(chan struct{})}
+	c := &Capture{srcs: map[netip.Addr]int{}, first: map[netip.Addr]Packet{}, done: make(chan struct{})}
 	var fd int
 	err := ns.Do(func() error {
 		ifi, err := net.InterfaceByName(dev)
@@ -64,20 +65,24 @@ func (c *Capture) loop(fd int) {
 		if ll, ok := from.(*syscall.SockaddrLinklayer); ok && ll.Pkttype == syscall.PACKET_OUTGOING {
 			continue // our own replies
 		}
-		var src netip.Addr
+		var src, dst netip.Addr
+		proto := byte(0)
 		switch binary.BigEndian.Uint16(buf[12:14]) {
 		case 0x0800:
 			if n >= 14+20 {
-				src = netip.AddrFrom4([4]byte(buf[26:30]))
+				src, dst, proto = netip.AddrFrom4([4]byte(buf[26:30])), netip.AddrFrom4([4]byte(buf[30:34])), buf[23]
 			}
 		case 0x86dd:
 			if n >= 14+40 {
-				src = netip.AddrFrom16([16]byte(buf[22:38]))
+				src, dst, proto = netip.AddrFrom16([16]byte(buf[22:38])), netip.AddrFrom16([16]byte(buf[38:54])), buf[20]
 			}
 		}
 		if src.IsValid() {
 			c.mu.Lock()
 			c.srcs[src]++
+			if _, ok := c.first[src]; !ok {
+				c.first[src] = Packet{At: time.Now(), Src: src, Dst: dst, Proto: proto}
+			}
 			c.mu.Unlock()
 		}
 	}
@@ -92,6 +97,21 @@ func (c *Capture) Sources() map[netip.Addr]int {
 		out[a] = n
 	}
 	return out
+}
+
+// Packet describes the first packet seen from a source.
+type Packet struct {
+	At       time.Time
+	Src, Dst netip.Addr
+	Proto    byte // IP protocol number (6 TCP, 17 UDP, 1/58 ICMP)
+}
+
+// First returns the first packet seen from src.
+func (c *Capture) First(src netip.Addr) (Packet, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.first[src]
+	return p, ok
 }
 
 // Stop ends the capture.

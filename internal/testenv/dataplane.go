@@ -210,6 +210,15 @@ func routeFlag(f ipfamily.Family) string {
 // family), plugged into br-int as logical switch port <node>_<name>.
 func (d *Dataplane) AddPod(t testing.TB, node, name string, ips ...netip.Addr) *NetNS {
 	t.Helper()
+	pod := d.AddPodPort(t, node, name, ips...)
+	d.OVN.AddPod(t, node, name, ips...)
+	return pod
+}
+
+// AddPodPort is AddPod without the logical switch port (add it to NB with
+// OVN.AddPod; ovn-controller binds it then).
+func (d *Dataplane) AddPodPort(t testing.TB, node, name string, ips ...netip.Addr) *NetNS {
+	t.Helper()
 	d.pods++
 	n := d.Topo.Node(node)
 	pod := NewNetNS(t, "oe-pod")
@@ -225,8 +234,7 @@ func (d *Dataplane) AddPod(t testing.TB, node, name string, ips ...netip.Addr) *
 			}
 		}
 	}
-	lsp := d.OVN.AddPod(t, node, name, ips...)
-	d.Vsctl(t, "add-port", "br-int", ovsEnd, "--", "set", "Interface", ovsEnd, "external_ids:iface-id="+lsp)
+	d.Vsctl(t, "add-port", "br-int", ovsEnd, "--", "set", "Interface", ovsEnd, "external_ids:iface-id="+node+"_"+name)
 	return pod
 }
 

@@ -29,6 +29,8 @@ import (
 //	  }
 //	  chain leak-guard {  # filter, postrouting, priority srcnat+10
 //	    (the same three returns)
+//	    ct state invalid ip saddr { <cluster subnets> } drop   # skipped every NAT
+//	    ct state invalid ip6 saddr { <cluster subnets> } drop
 //	    ip saddr @snat-v4 drop                      # an endpoint that was not SNATed
 //	    ip6 saddr @snat-v6 drop
 //	  }
@@ -45,7 +47,8 @@ import (
 // connection sticks. The leak guard runs after NAT: a packet of a mapped
 // endpoint that still carries the endpoint's address would leak the pod IP
 // — conntrack-invalid packets skip the nat chains (reference/hostpath.md
-// §1) — so it is dropped.
+// §1) — so it is dropped; so is any conntrack-invalid packet from a pod
+// subnet leaving the host, which no NAT (the agent's or a masquerade) saw.
 const (
 	TableName      = "ovn-egress"
 	snatChain      = "pod-snat"
@@ -106,6 +109,23 @@ func chainRules(mgmtPort string, noSNAT []netip.Prefix) (snat, guard []chainRule
 	}
 	snat = append(snat, keep...)
 	guard = append(guard, keep...)
+	// Conntrack-invalid packets skip every nat chain, so a pod-sourced one
+	// leaves with the pod address whatever should have translated it: the
+	// agent's SNAT map, or the masquerade a Network-mode service relies on
+	// (seen in the local e2e: a connection that started through the
+	// gateway router and continued through the host after the reroute).
+	for _, f := range ipfamily.All {
+		var ps []string
+		for _, p := range noSNAT {
+			if ipfamily.OfPrefix(p) == f {
+				ps = append(ps, p.Masked().String())
+			}
+		}
+		if len(ps) > 0 {
+			guard = append(guard, mk("invalid-from-cluster-"+string(f),
+				fmt.Sprintf("ct state invalid %s saddr { %s } drop", nftMatch(f), strings.Join(ps, ", "))))
+		}
+	}
 	for _, f := range ipfamily.All {
 		m := nftMatch(f)
 		snat = append(snat, mk("snat-"+string(f), fmt.Sprintf("snat %s to %s saddr map @%s", m, m, snatMap(f))))

@@ -232,12 +232,14 @@ func (c *cluster) startMaster() *testenv.Process {
 	args := []string{"netns", "exec", c.mpod.Name, bin, "master", "--kubeconfig=" + c.mcfg, "--nb-address=" + c.ovn.NBAddress(),
 		"--snat-backend=" + c.opts.backend, "--unassigned-traffic=" + c.opts.unassigned, "--health-check-mode=connect",
 		"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms", "--nat-batch-window=100ms",
-		fmt.Sprintf("--lease-identity=master-%d", len(c.masters)), "--log-level=debug"}
+		"--lease-identity=" + masterIdentity(len(c.masters)), "--log-level=debug"}
 	args = append(args, c.subnetFlags()...)
 	p := testenv.StartProcess(c.t, c.dir, fmt.Sprintf("master-%d", len(c.masters)), nil, "ip", args...)
 	c.masters = append(c.masters, p)
 	return p
 }
+
+func masterIdentity(i int) string { return fmt.Sprintf("master-%d", i) }
 
 // startAgent starts the node agent of node inside its host namespace.
 func (c *cluster) startAgent(node string) *testenv.Process {
@@ -307,6 +309,19 @@ func (c *cluster) addPod(name, node string, k int) *pod {
 		ips = append(ips, n.PodIP(f, k))
 	}
 	p := &pod{name: name, node: node, ns: c.dp.AddPod(c.t, node, name, ips...), ips: ips}
+	c.pods[name] = p
+	return p
+}
+
+// addPodNoNB starts a pod's namespace and OVS port while NB is down (its
+// logical switch port is added once NB is back).
+func (c *cluster) addPodNoNB(name, node string, k int) *pod {
+	n := c.topo.Node(node)
+	var ips []netip.Addr
+	for _, f := range c.opts.families {
+		ips = append(ips, n.PodIP(f, k))
+	}
+	p := &pod{name: name, node: node, ns: c.dp.AddPodPort(c.t, node, name, ips...), ips: ips}
 	c.pods[name] = p
 	return p
 }
@@ -399,6 +414,49 @@ func (c *cluster) expectSource(p *pod, timeout time.Duration, want func(f ipfami
 	}
 }
 
+// expectSourceFamily is expectSource for one family only.
+func (c *cluster) expectSourceFamily(p *pod, f ipfamily.Family, timeout time.Duration, want func(f ipfamily.Family) []netip.Addr) {
+	c.t.Helper()
+	for _, ext := range c.dp.ExtIPs() {
+		if ipfamily.Of(ext) != f {
+			continue
+		}
+		for _, proto := range []string{"tcp", "udp"} {
+			got, took, err := testenv.AskUntil(p.ns, proto, netip.AddrPortFrom(ext, echoPort), timeout, want(f)...)
+			if err != nil {
+				c.dumpLogs()
+				c.t.Fatalf("%s from pod %s (%s) to %s: %v", proto, p.name, p.node, ext, err)
+			}
+			c.t.Logf("%s from %s on %s: seen %s after %s", proto, p.name, p.node, got, took.Round(time.Millisecond))
+		}
+	}
+}
+
+// keepAsking has p ask the outside world over TCP every 50 ms until the
+// returned stop is called; every answer is recorded by the echo and every
+// packet by the capture, so a leak during a transition fails the test.
+func (c *cluster) keepAsking(p *pod) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for _, ext := range c.dp.ExtIPs() {
+				_, _ = testenv.Ask(p.ns, "tcp", netip.AddrPortFrom(ext, echoPort), 300*time.Millisecond)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
 // nodeAddr is the address the pods of node leave with when nothing
 // reroutes them: their GR's.
 func (c *cluster) nodeAddr(node string) func(ipfamily.Family) []netip.Addr {
@@ -431,7 +489,8 @@ func (c *cluster) assertNoLeak() {
 	for src, n := range c.capture.Sources() {
 		for _, s := range c.topo.ClusterSubnets {
 			if s.Contains(src) {
-				leaks = append(leaks, fmt.Sprintf("%s (%d packets)", src, n))
+				first, _ := c.capture.First(src)
+				leaks = append(leaks, fmt.Sprintf("%s (%d packets; first at %s to %s proto %d)", src, n, first.At.Format("15:04:05.000"), first.Dst, first.Proto))
 			}
 		}
 	}
