@@ -19,8 +19,8 @@ type Capture struct {
 	mu    sync.Mutex
 	srcs  map[netip.Addr]int
 	first map[netip.Addr]Packet
-	stop atomic.Bool
-	done chan struct{}
+	stop  atomic.Bool
+	done  chan struct{}
 }
 
 // StartCapture starts recording on dev inside ns until t ends.

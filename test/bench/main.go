@@ -1,0 +1,217 @@
+// Command bench measures ovn-egress at scale against the best possible on
+// the same machine in the same run (issue 8, DESIGN §6): the real NB, SB and
+// ovn-northd from the Debian packages, a real kube-apiserver where the
+// scenario is about the API server, and informers fed by client-go's fake
+// clientsets where the API server would only be the bottleneck.
+//
+//	go run ./test/bench [-quick] [-services N -endpoints M -nodes K] [-scenarios a,b] [-out DIR]
+//
+// It prints every number and a table of every target (MISSED where one is
+// missed) and writes one JSON file per scenario to DIR/<date>-<scenario>.json.
+// The exit status is non-zero only when a scenario could not run; a missed
+// target is reported, never asserted.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line.
+type options struct {
+	size      size
+	scenarios []string
+	out       string
+	churn     int
+	peerChurn int
+	sustain   time.Duration
+	rate      float64
+	kubeQPS   float64
+	logLevel  string
+}
+
+// allScenarios in the order they run (host selection first: it leaves the
+// API server's EgressServices with hosts the later scenarios reuse).
+func allScenarios() []string {
+	return []string{"selection", "converge", "steady", "churn", "failover", "gateway", "node"}
+}
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	var scen string
+	fs.IntVar(&o.size.Services, "services", 10000, "EgressServices (N)")
+	fs.IntVar(&o.size.Endpoints, "endpoints", 4, "endpoints per service (M)")
+	fs.IntVar(&o.size.Nodes, "nodes", 50, "nodes (K); every node hosts N/K services")
+	quick := fs.Bool("quick", false, "CI size: 1000 × 4 × 10, fewer churn rounds (well under 3 minutes)")
+	fs.StringVar(&scen, "scenarios", "all", "comma-separated: "+strings.Join(allScenarios(), ","))
+	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON results")
+	fs.IntVar(&o.churn, "churn", 100, "endpoint changes measured one at a time (R)")
+	fs.IntVar(&o.peerChurn, "peer-churn", 20, "endpoint changes measured on the peer shape (each costs northd a full recompute)")
+	fs.DurationVar(&o.sustain, "sustain", 10*time.Second, "gateway backend: length of the sustained churn")
+	fs.Float64Var(&o.rate, "rate", 20, "gateway backend: endpoint changes per second during the sustained churn")
+	fs.Float64Var(&o.kubeQPS, "kube-qps", -1, "client-side QPS towards the API server for the master and the bare client alike (-1: unlimited)")
+	fs.StringVar(&o.logLevel, "log-level", "warn", "log level of the in-process controllers")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *quick {
+		quickInt := func(name string, v *int, q int) {
+			if !set[name] {
+				*v = q
+			}
+		}
+		quickInt("services", &o.size.Services, 1000)
+		quickInt("nodes", &o.size.Nodes, 10)
+		quickInt("churn", &o.churn, 30)
+		quickInt("peer-churn", &o.peerChurn, 6)
+		if !set["sustain"] {
+			o.sustain = 5 * time.Second
+		}
+	}
+	if scen == "all" {
+		o.scenarios = allScenarios()
+	} else {
+		for _, s := range strings.Split(scen, ",") {
+			s = strings.TrimSpace(s)
+			if !slices.Contains(allScenarios(), s) {
+				return o, fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(allScenarios(), ","))
+			}
+			o.scenarios = append(o.scenarios, s)
+		}
+	}
+	if o.churn < 3 || o.peerChurn < 3 {
+		return o, fmt.Errorf("-churn and -peer-churn must be at least 3 (one add, move and remove)")
+	}
+	if o.rate <= 0 || o.sustain <= 0 {
+		return o, fmt.Errorf("-rate and -sustain must be positive")
+	}
+	return o, nil
+}
+
+// bench is one run: the world, the options, and the environments shared
+// between scenarios (the API server, the product binary).
+type bench struct {
+	opts options
+	w    *world
+	log  *logrus.Entry
+	out  io.Writer
+	api  *apiEnv
+	tmp  string
+	bin  string
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		return err
+	}
+	w, err := newWorld(o.size)
+	if err != nil {
+		return err
+	}
+	lvl, err := logrus.ParseLevel(o.logLevel)
+	if err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	l := logrus.New()
+	l.SetOutput(stderr)
+	l.SetLevel(lvl)
+	tmp, err := os.MkdirTemp("", "oeb-run-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	b := &bench{opts: o, w: w, log: l.WithField("component", "bench"), out: stdout, tmp: tmp}
+	defer b.close()
+
+	stamp := time.Now().Format("2006-01-02-1504")
+	fmt.Fprintf(stdout, "ovn-egress bench: %s, scenarios %s\n", o.size, strings.Join(o.scenarios, ","))
+	var results []*result
+	var failed []string
+	for _, name := range o.scenarios {
+		r := newResult(name, o.size)
+		start := time.Now()
+		fmt.Fprintf(stdout, "\n-- %s ...\n", name)
+		if err := b.scenario(name)(ctx, r); err != nil {
+			r.Error = err.Error()
+			failed = append(failed, name)
+		}
+		r.Seconds = round(time.Since(start).Seconds(), 2)
+		r.LoadAfter = loadAvg()
+		r.Machine = machineFacts(b.kubeAPIServer())
+		path, err := r.write(o.out, stamp)
+		if err != nil {
+			return err
+		}
+		printMetrics(stdout, r)
+		if r.Error != "" {
+			fmt.Fprintf(stdout, "  ERROR: %s\n", r.Error)
+		}
+		fmt.Fprintf(stdout, "  → %s\n", path)
+		results = append(results, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	fmt.Fprintln(stdout)
+	printTable(stdout, results)
+	if len(failed) > 0 {
+		return fmt.Errorf("scenario(s) failed: %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+func (b *bench) scenario(name string) func(context.Context, *result) error {
+	return map[string]func(context.Context, *result) error{
+		"selection": b.runSelection,
+		"converge":  b.runConverge,
+		"steady":    b.runSteady,
+		"churn":     b.runChurn,
+		"failover":  b.runFailover,
+		"gateway":   b.runGateway,
+		"node":      b.runNodeAgent,
+	}[name]
+}
+
+func (b *bench) close() {
+	if b.api != nil {
+		b.api.stop()
+	}
+}
+
+// within bounds a phase so that a hang fails the scenario instead of the run.
+func within(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+
+// wrap names the phase an error happened in.
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Collects what a failed run leaves behind into $ARTIFACTS: kind's node
+# logs, the product's pod logs, EgressServices, Services, nodes, events,
+# the NB's policies and NAT rows, the external container's log.
+source "$(dirname "$0")/common.sh"
+mkdir -p "$ARTIFACTS"
+set +e
+kind export logs --name "$KIND_CLUSTER_NAME" "$ARTIFACTS/kind" >/dev/null
+kubectl get nodes -o wide --show-labels >"$ARTIFACTS/nodes.txt" 2>&1
+kubectl get nodes -o yaml >"$ARTIFACTS/nodes.yaml" 2>&1
+kubectl get egressservices -A -o yaml >"$ARTIFACTS/egressservices.yaml" 2>&1
+kubectl get services,endpointslices -A -o wide >"$ARTIFACTS/services.txt" 2>&1
+kubectl get events -A --sort-by=.lastTimestamp >"$ARTIFACTS/events.txt" 2>&1
+kubectl -n metallb-system get ipaddresspools,l2advertisements -o yaml >"$ARTIFACTS/metallb.yaml" 2>&1
+kubectl get pods -A -o wide >"$ARTIFACTS/pods.txt" 2>&1
+for pod in $(kubectl -n ovn-egress get pods -o name 2>/dev/null); do
+  kubectl -n ovn-egress logs "$pod" --all-containers >"$ARTIFACTS/ovn-egress-${pod#pod/}.log" 2>&1
+  kubectl -n ovn-egress logs "$pod" --all-containers --previous >"$ARTIFACTS/ovn-egress-${pod#pod/}.previous.log" 2>/dev/null
+done
+nbpod=$(kubectl -n ovn-kubernetes get pods -l app=ovnkube-zone-controller -o name 2>/dev/null | head -1)
+if [[ -n $nbpod ]]; then
+  for args in "lr-policy-list ovn_cluster_router" "list Address_Set" "find NAT external_ids:k8s.ovn.org/owner-controller=ovn-egress"; do
+    echo "### ovn-nbctl $args"
+    kubectl -n ovn-kubernetes exec "$nbpod" -c nb-ovsdb -- ovn-nbctl $args
+  done >"$ARTIFACTS/nb.txt" 2>&1
+fi
+"$OCI_BIN" logs "$E2E_EXTERNAL_CONTAINER" >"$ARTIFACTS/external.log" 2>&1
+echo "logs in $ARTIFACTS"
