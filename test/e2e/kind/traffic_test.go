@@ -108,9 +108,10 @@ func (e *env) expectBlocked(p *pod, f corev1.IPFamily, d time.Duration) {
 }
 
 // keepAsking has p ask the external container over UDP and TCP without
-// pause until stop is called, so that any datagram leaving with the pod's
-// address during a transition lands in the echo's record.
-func (e *env) keepAsking(p *pod, f corev1.IPFamily) (stop func()) {
+// pause until the test ends, so that any datagram leaving with the pod's
+// address during a transition lands in the echo's record. The asking stops
+// in a cleanup registered now, so it runs before newEnv's leak check.
+func (e *env) keepAsking(p *pod, f corev1.IPFamily) {
 	dst := netip.AddrPortFrom(e.ext[f], echoPort)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -126,10 +127,10 @@ func (e *env) keepAsking(p *pod, f corev1.IPFamily) (stop func()) {
 			}
 		}
 	})
-	return func() {
+	e.t.Cleanup(func() {
 		close(done)
 		wg.Wait()
-	}
+	})
 }
 
 // expectExternalReaches: the external container reaches the Service
