@@ -134,8 +134,8 @@ func handleTCP(c net.Conn, rec *record) {
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	src := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return
+	if err != nil && (!errors.Is(err, io.EOF) || line == "") {
+		return // a probe that connected and closed, or a stalled client
 	}
 	switch strings.TrimSpace(line) {
 	case reqRecord:
