@@ -432,6 +432,18 @@ func (c *cluster) expectSourceFamily(p *pod, f ipfamily.Family, timeout time.Dur
 	}
 }
 
+// viaHost checks that p's traffic to the outside went through node's host
+// namespace: its conntrack holds a connection from the pod's address.
+func (c *cluster) viaHost(p *pod, node string) {
+	c.t.Helper()
+	for _, ip := range p.ips {
+		out, _ := c.dp.Hosts[node].Run("conntrack", "-L", "-s", ip.String())
+		if !strings.Contains(out, "src="+ip.String()) {
+			c.t.Fatalf("no connection of pod %s (%s) tracked on %s: %s", p.name, ip, node, out)
+		}
+	}
+}
+
 // keepAsking has p ask the outside world over TCP every 50 ms until the
 // returned stop is called; every answer is recorded by the echo and every
 // packet by the capture, so a leak during a transition fails the test.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,9 +84,14 @@ func TestSelectorMovesHost(t *testing.T) {
 	c.expectSource(p1, 15*time.Second, only(lb))
 	c.expectSource(p3, 15*time.Second, only(lb))
 
+	c.viaHost(p1, "node2")
 	c.patchSelector("web", map[string]string{"egress": "b"})
 	c.host("web", func(h string) bool { return h == "node3" })
+	c.eventually("reroute to node3", 15*time.Second, func() bool {
+		return strings.Contains(c.ovn.MustNBCtl(t, "lr-policy-list", "ovn_cluster_router"), "10.244.3.2")
+	})
 	c.expectSource(p1, 15*time.Second, only(lb))
+	c.viaHost(p1, "node3")
 
 	c.patchSelector("web", map[string]string{"egress": "nowhere"})
 	c.host("web", func(h string) bool { return h == "" })
@@ -111,7 +117,11 @@ func TestFailover(t *testing.T) {
 	c.agents[old].Kill()
 	moved := c.host("web", func(h string) bool { return anyHost(h) && h != old })
 	t.Logf("host %s → %s after %s", old, moved, time.Since(start).Round(time.Millisecond))
+	c.eventually("reroute to "+moved, 15*time.Second, func() bool {
+		return strings.Contains(c.ovn.MustNBCtl(t, "lr-policy-list", "ovn_cluster_router"), c.topo.Node(moved).MgmtIPs()[0].String())
+	})
 	c.expectSource(p1, 15*time.Second, only(lb))
+	c.viaHost(p1, moved)
 	t.Logf("traffic through %s after %s", moved, time.Since(start).Round(time.Millisecond))
 }
 
