@@ -69,6 +69,28 @@ func TestTranslateExamples(t *testing.T) {
 	}
 }
 
+// TestTranslateSelectHosts: hosts are chosen offline for EgressServices
+// without one, by the selector and the nodes' labels.
+func TestTranslateSelectHosts(t *testing.T) {
+	dir := t.TempDir()
+	es := filepath.Join(dir, "es.yaml")
+	os.WriteFile(es, []byte("apiVersion: k8s.ovn.org/v1\nkind: EgressService\nmetadata: {name: web, namespace: shop}\nspec:\n  nodeSelector: {matchLabels: {egress: \"true\"}}\n"), 0o644)
+	out, stderr, code := run(t, "translate", "--select-hosts", "-f", "../../examples/nodes.yaml", "-f", "../../examples/web.yaml", "-o", "yaml")
+	if code != 0 || !strings.Contains(out, "# host shop/web: node2") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	// examples/web.yaml sets status.host; without it the choice comes from
+	// the selector (node2 is the only node labelled egress=true).
+	svc := filepath.Join(dir, "svc.yaml")
+	b, _ := os.ReadFile("../../examples/web.yaml")
+	doc := strings.Split(string(b), "---\n")
+	os.WriteFile(svc, []byte(strings.Join(doc[:len(doc)-1], "---\n")), 0o644)
+	out, stderr, code = run(t, "translate", "--select-hosts", "-f", "../../examples/nodes.yaml", "-f", svc, "-f", es)
+	if code != 0 || !strings.Contains(out, "# host shop/web: node2") || !strings.Contains(out, `nexthops="10.244.2.2"`) {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
 func TestTranslateBadInput(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")

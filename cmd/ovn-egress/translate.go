@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/manifest"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
@@ -25,6 +26,7 @@ func translateCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "filename", Aliases: []string{"f"}, Usage: "manifest file or directory (YAML or JSON, several documents per file); repeatable", Category: catXlate},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "nbctl", Usage: "nbctl (one ovn-nbctl command per line), ovsdb-json (one OVSDB transact params array) or yaml", Category: catXlate},
 		&cli.StringFlag{Name: "nb-address", Usage: "optional live NB to read the gateway routers' join addresses from (when the Node annotations lack them)", Category: catOVN},
+		&cli.BoolFlag{Name: "select-hosts", Usage: "choose hosts for EgressServices whose status.host is empty, from the Nodes given (Ready unless their conditions say otherwise), and print them", Category: catXlate},
 	}
 	flags = append(flags, translateFlags()...)
 	return &cli.Command{
@@ -49,6 +51,9 @@ func translateCommand() *cli.Command {
 				return cli.Exit(err, exitError)
 			}
 			in := translate.InputFromObjects(cfg, res.Objects)
+			if c.Bool("select-hosts") {
+				selectHosts(c, &in, res.Nodes)
+			}
 			if addr := c.String("nb-address"); addr != "" {
 				if err := gatewaysFromNB(c.Context, addr, &in); err != nil {
 					return cli.Exit(err, exitError)
@@ -63,6 +68,31 @@ func translateCommand() *cli.Command {
 			}
 			return nil
 		},
+	}
+}
+
+// selectHosts fills the empty status.host of the input's EgressServices as
+// the master would (every node reachable), and prints the choices as
+// comments on stdout and the problems on stderr.
+func selectHosts(c *cli.Context, in *translate.Input, nodes []*corev1.Node) {
+	for _, n := range nodes {
+		if info := in.Nodes[n.Name]; info != nil {
+			info.Ready = translate.NodeReadyOffline(n)
+		}
+	}
+	res := translate.SelectHosts(translate.SelectInput{ClusterSubnets: in.Config.ClusterSubnets, EgressServices: in.EgressServices,
+		Services: in.Services, EndpointSlices: in.EndpointSlices, Nodes: in.Nodes, KeepAssigned: true})
+	in.EgressServices = res.Apply(in.EgressServices)
+	for _, es := range in.EgressServices {
+		key := translate.EgressServiceKey(es)
+		host := es.Status.Host
+		if host == "" {
+			host = "(none)"
+		}
+		fmt.Fprintf(c.App.Writer, "# host %s: %s\n", key, host)
+	}
+	for _, p := range res.Problems {
+		fmt.Fprintln(c.App.ErrWriter, p.String())
 	}
 }
 
