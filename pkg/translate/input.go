@@ -135,6 +135,10 @@ type Input struct {
 	// Only, when set, limits the output to these keys (the rest of the input
 	// is still read, for conflicts between services).
 	Only map[Key]bool
+	// Zone, when set, computes the rows of that interconnect zone only (its
+	// own NB): the nodes whose zone (k8s.ovn.org/zone-name, else the node's
+	// own name) is Zone. Empty: one central NB holding every node.
+	Zone string
 }
 
 // EgressServiceKey is "namespace/name".

@@ -125,6 +125,16 @@ func Translate(in Input) *Desired {
 	return t.d
 }
 
+// inZone reports whether a node belongs to the zone being translated (every
+// node does without a zone).
+func (t *translator) inZone(node string) bool {
+	if t.in.Zone == "" {
+		return true
+	}
+	n := t.in.Nodes[node]
+	return n != nil && n.ZoneName() == t.in.Zone
+}
+
 func (t *translator) problem(key string, r Reason, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	id := key + "\x00" + string(r) + "\x00" + msg
@@ -225,9 +235,16 @@ func (t *translator) addHosted(s *service) {
 				"port etor-%s lacks options:nat-addresses=router; moved SNAT addresses are not announced", GatewayRouter(s.host.Name))
 		}
 	}
+	// The host's own zone reroutes every endpoint the host serves (local
+	// ones, and remote ones arriving over the transit switch) to it; any
+	// other zone reroutes only its local endpoints, to the host's
+	// transit-switch address, and writes no NAT rows.
+	local := t.inZone(s.host.Name)
 	byFamily := map[ipfamily.Family][]Endpoint{}
 	for _, e := range s.eps {
-		byFamily[ipfamily.Of(e.IP)] = append(byFamily[ipfamily.Of(e.IP)], e)
+		if local || t.inZone(e.Node) {
+			byFamily[ipfamily.Of(e.IP)] = append(byFamily[ipfamily.Of(e.IP)], e)
+		}
 	}
 	var eligible map[netip.Addr]bool
 	for _, f := range t.in.Config.Families() {
@@ -239,7 +256,16 @@ func (t *translator) addHosted(s *service) {
 			}
 			continue
 		}
-		nexthop, ok := t.nexthop(s.key, s.host, owner, f)
+		var nexthop netip.Addr
+		if local {
+			nexthop, ok = t.nexthop(s.key, s.host, owner, f)
+		} else {
+			nexthop, ok = s.host.TransitIPs[f]
+			if !ok {
+				t.problem(s.key, ReasonTransitAddressMissing, "host %s is in zone %s but has no %s address in %s; zone %s does not reroute to it",
+					s.host.Name, s.host.ZoneName(), f.Name(), AnnotTransitIfAddr, t.in.Zone)
+			}
+		}
 		if !ok {
 			continue
 		}
@@ -253,7 +279,7 @@ func (t *translator) addHosted(s *service) {
 			}
 			acc.addrs[e.IP] = true
 			t.rerouted[e.IP] = true
-			if owner == OwnerGateway {
+			if owner == OwnerGateway && local {
 				if acc.nats == nil {
 					acc.nats, acc.natSvc = map[netip.Addr]netip.Addr{}, map[netip.Addr]string{}
 				}
@@ -278,7 +304,7 @@ func (t *translator) addNetwork(s *service) {
 	slices.Sort(nodes)
 	for _, name := range nodes {
 		n := t.in.Nodes[name]
-		if n == nil || !n.SharedGateway() {
+		if n == nil || !n.SharedGateway() || !t.inZone(name) {
 			continue
 		}
 		eps := byNode[name]
@@ -371,7 +397,7 @@ func (t *translator) addUnassigned(svcs []*service) {
 		}
 		dropped := 0
 		for _, e := range s.eps {
-			if t.rerouted[e.IP] {
+			if t.rerouted[e.IP] || !t.inZone(e.Node) {
 				continue
 			}
 			f := ipfamily.Of(e.IP)

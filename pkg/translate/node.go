@@ -57,6 +57,45 @@ type NodeInfo struct {
 	Problems []string
 }
 
+// ZoneName is the node's interconnect zone: k8s.ovn.org/zone-name, or the
+// node's own name (current ovn-kubernetes: every node its own zone).
+func (n *NodeInfo) ZoneName() string {
+	if n.Zone != "" {
+		return n.Zone
+	}
+	return n.Name
+}
+
+// Interconnect reports whether the nodes look like an ovn-kubernetes
+// interconnect deployment: a transit-switch address on some node, or more
+// than one zone name.
+func Interconnect(nodes map[string]*NodeInfo) bool {
+	zones := map[string]bool{}
+	for _, n := range nodes {
+		if len(n.TransitIPs) > 0 {
+			return true
+		}
+		if n.Zone != "" {
+			zones[n.Zone] = true
+		}
+	}
+	return len(zones) > 1
+}
+
+// Zones lists the zone names of the nodes, sorted.
+func Zones(nodes map[string]*NodeInfo) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range nodes {
+		if z := n.ZoneName(); !seen[z] {
+			seen[z] = true
+			out = append(out, z)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // SharedGateway reports whether the node runs ovn-kubernetes' shared gateway
 // mode; a node without the annotation is taken as shared (the default).
 func (n *NodeInfo) SharedGateway() bool { return n.GatewayMode != GatewayModeLocal }

@@ -25,6 +25,7 @@ const (
 	ReasonNoEligibleNode         Reason = "NoEligibleNode"
 	ReasonInvalidNetwork         Reason = "InvalidNetwork"
 	ReasonUnassignedTrafficDrop  Reason = "UnassignedTrafficDropped"
+	ReasonTransitAddressMissing  Reason = "TransitAddressMissing"
 )
 
 // Problem is something about one EgressService (or one node) a user may
