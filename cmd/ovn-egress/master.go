@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,10 +40,11 @@ func nbConfig(c *cli.Context) (ovn.ClientConfig, error) {
 		CACert: c.String("nb-ca-cert"), ServerName: c.String("nb-server-name"), InactivityProbe: c.Duration("nb-inactivity-probe")}, nil
 }
 
-// translateFlags are shared by master, translate and verify.
-func translateFlags() []cli.Flag {
+// translateFlags are shared by master, node (in a zone), translate and
+// verify; names in except are left out (a command that defines its own).
+func translateFlags(except ...string) []cli.Flag {
 	d := translate.DefaultConfig()
-	return []cli.Flag{
+	all := []cli.Flag{
 		&cli.StringFlag{Name: "cluster-subnets", Value: prefixList(d.ClusterSubnets), Usage: "pod networks, comma-separated (ovn-kubernetes --cluster-subnets, without host prefixes)", Category: catXlate},
 		&cli.StringFlag{Name: "join-subnets", Value: prefixList(d.JoinSubnets), Usage: "join-switch networks, comma-separated", Category: catXlate},
 		&cli.StringFlag{Name: "service-cidrs", Value: prefixList(d.ServiceCIDRs), Usage: "service networks, comma-separated", Category: catXlate},
@@ -51,6 +53,13 @@ func translateFlags() []cli.Flag {
 		&cli.StringFlag{Name: "snat-backend", Value: string(d.Backend), Usage: "where the SNAT to the load-balancer IP happens: host (node agent, nftables) or ovn (NAT rows on the host's gateway router)", Category: catXlate},
 		&cli.StringFlag{Name: "unassigned-traffic", Value: d.UnassignedTraffic, Usage: "endpoints of LoadBalancerIP EgressServices without a working host: allow (leave with the node's address) or drop", Category: catXlate},
 	}
+	var out []cli.Flag
+	for _, f := range all {
+		if !slices.Contains(except, f.Names()[0]) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func translateConfig(c *cli.Context) (translate.Config, error) {
@@ -128,6 +137,7 @@ func masterCommand() *cli.Command {
 	flags = append(flags, translateFlags()...)
 	flags = append(flags, selectFlags()...)
 	flags = append(flags,
+		&cli.StringFlag{Name: "mode", Value: master.ModeCentral, Usage: "central (one NB: select hosts and translate), ic (interconnect, one NB per zone: select hosts only; node agents run with --zone) or auto (detect from the nodes' annotations)", Category: catXlate},
 		&cli.DurationFlag{Name: "nat-batch-window", Value: time.Second, Usage: "with --snat-backend=ovn: gather changes this long before each NB transaction (each NAT change costs ovn-northd 23.03 a full recompute)", Category: catXlate},
 		&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "re-converge every key this often (0: never)", Category: catXlate},
 		&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "run only while holding the Lease (several replicas: one active)", Category: catLeader},
@@ -166,10 +176,12 @@ func masterCommand() *cli.Command {
 }
 
 func masterConfig(c *cli.Context) (master.Config, error) {
-	var cfg master.Config
+	cfg := master.Config{Mode: c.String("mode")}
 	var err error
-	if cfg.NB, err = nbConfig(c); err != nil {
-		return cfg, err
+	if c.String("nb-address") != "" || cfg.Mode == master.ModeCentral {
+		if cfg.NB, err = nbConfig(c); err != nil {
+			return cfg, err
+		}
 	}
 	if cfg.Sync.Translate, err = translateConfig(c); err != nil {
 		return cfg, err

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/node"
 )
 
@@ -26,6 +30,10 @@ func nodeCommand() *cli.Command {
 		&cli.StringFlag{Name: "netns", Usage: "run all netlink and nftables work in this named network namespace (tests, local e2e)", Category: catNode},
 	}
 	flags = append(flags, kubeFlags()...)
+	flags = append(flags,
+		&cli.StringFlag{Name: "zone", Usage: "interconnect: also translate the EgressServices into this zone's own NB (--nb-address, the node's local NB); the node's zone is its k8s.ovn.org/zone-name, else its name", Category: catOVN})
+	flags = append(flags, nbFlags()...)
+	flags = append(flags, translateFlags("cluster-subnets")...)
 	flags = append(flags, loggingFlags()...)
 	return &cli.Command{
 		Name:  "node",
@@ -52,9 +60,40 @@ func nodeCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("EgressService client: %w", err)
 			}
-			return node.RunAgent(c.Context, cfg, kube, egress, log)
+			if c.String("zone") == "" {
+				return node.RunAgent(c.Context, cfg, kube, egress, log)
+			}
+			zcfg, err := zoneConfig(c)
+			if err != nil {
+				return err
+			}
+			// The agent and its zone's translation run side by side; when one
+			// stops, both do.
+			ctx, cancel := context.WithCancel(c.Context)
+			defer cancel()
+			done := make(chan error, 2)
+			go func() { done <- node.RunAgent(ctx, cfg, kube, egress, log) }()
+			go func() { done <- master.RunZone(ctx, zcfg, kube, egress, log.WithField("zone", zcfg.Sync.Zone)) }()
+			first := <-done
+			cancel()
+			return errors.Join(first, <-done)
 		},
 	}
+}
+
+// zoneConfig reads the flags of a node agent's zone translation.
+func zoneConfig(c *cli.Context) (master.ZoneConfig, error) {
+	cfg := master.ZoneConfig{Node: c.String("node-name")}
+	var err error
+	if cfg.NB, err = nbConfig(c); err != nil {
+		return cfg, err
+	}
+	if cfg.Sync.Translate, err = translateConfig(c); err != nil {
+		return cfg, err
+	}
+	cfg.Sync.Zone = c.String("zone")
+	cfg.Sync.ResyncInterval = 5 * time.Minute
+	return cfg, cfg.Sync.Validate()
 }
 
 func nodeConfig(c *cli.Context) (node.Config, error) {

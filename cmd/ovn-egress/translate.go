@@ -26,6 +26,7 @@ func translateCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "filename", Aliases: []string{"f"}, Usage: "manifest file or directory (YAML or JSON, several documents per file); repeatable", Category: catXlate},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "nbctl", Usage: "nbctl (one ovn-nbctl command per line), ovsdb-json (one OVSDB transact params array) or yaml", Category: catXlate},
 		&cli.StringFlag{Name: "nb-address", Usage: "optional live NB to read the gateway routers' join addresses from (when the Node annotations lack them)", Category: catOVN},
+		&cli.StringFlag{Name: "zone", Usage: "interconnect: print the rows of this zone's NB only (without it, in an interconnect cluster, every zone's rows, each block headed by its zone)", Category: catXlate},
 		&cli.BoolFlag{Name: "select-hosts", Usage: "choose hosts for EgressServices whose status.host is empty, from the Nodes given (Ready unless their conditions say otherwise), and print them", Category: catXlate},
 	}
 	flags = append(flags, translateFlags()...)
@@ -59,12 +60,26 @@ func translateCommand() *cli.Command {
 					return cli.Exit(err, exitError)
 				}
 			}
-			d := translate.Translate(in)
-			for _, p := range d.Problems {
-				fmt.Fprintln(c.App.ErrWriter, p.String())
+			zones := []string{c.String("zone")}
+			if zones[0] == "" && translate.Interconnect(in.Nodes) {
+				zones = translate.Zones(in.Nodes)
 			}
-			if err := render(c.App.Writer, c.String("output"), d); err != nil {
-				return cli.Exit(err, exitError)
+			seen := map[string]bool{}
+			for _, z := range zones {
+				in.Zone = z
+				d := translate.Translate(in)
+				for _, p := range d.Problems {
+					if line := p.String(); !seen[line] {
+						seen[line] = true
+						fmt.Fprintln(c.App.ErrWriter, line)
+					}
+				}
+				if len(zones) > 1 || z != "" {
+					fmt.Fprintf(c.App.Writer, "# zone %s\n", z)
+				}
+				if err := render(c.App.Writer, c.String("output"), d); err != nil {
+					return cli.Exit(err, exitError)
+				}
 			}
 			return nil
 		},

@@ -25,7 +25,11 @@ type Topology struct {
 	// Chassis, when set, binds every GR to this one chassis (a dataplane on
 	// one machine); otherwise GR_<node> is bound to chassis-<node>.
 	Chassis string
-	Nodes   []TopologyNode
+	// Interconnect makes every node its own zone (k8s.ovn.org/zone-name =
+	// its name) with an address on the transit switch: build each zone's NB
+	// with ZoneNBCtlCommands.
+	Interconnect bool
+	Nodes        []TopologyNode
 }
 
 // TopologyNode is one node of a Topology.
@@ -40,6 +44,9 @@ type TopologyNode struct {
 	// ovn-kubernetes they equal the GR's; a dataplane on one machine gives
 	// the host namespace its own).
 	HostIPs []netip.Prefix
+	// TransitIPs are ovn_cluster_router's addresses on the transit switch
+	// (interconnect): 100.88.0.i+1/16, fd97::i+1/64.
+	TransitIPs []netip.Prefix
 }
 
 // MgmtIPs returns the node's management-port addresses (the .2 of each subnet).
@@ -92,11 +99,13 @@ func DefaultTopology(n int, families ...ipfamily.Family) Topology {
 				node.JoinIPs = append(node.JoinIPs, netip.MustParsePrefix(fmt.Sprintf("100.64.0.%d/16", i+1)))
 				node.ExternalIPs = append(node.ExternalIPs, netip.MustParsePrefix(fmt.Sprintf("172.18.0.%d/16", i+1)))
 				node.HostIPs = append(node.HostIPs, netip.MustParsePrefix(fmt.Sprintf("172.18.0.%d/16", 10+i)))
+				node.TransitIPs = append(node.TransitIPs, netip.MustParsePrefix(fmt.Sprintf("100.88.0.%d/16", i+1)))
 			} else {
 				node.Subnets = append(node.Subnets, netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%x::/64", i)))
 				node.JoinIPs = append(node.JoinIPs, netip.MustParsePrefix(fmt.Sprintf("fd98::%x/64", i+1)))
 				node.ExternalIPs = append(node.ExternalIPs, netip.MustParsePrefix(fmt.Sprintf("fc00:f853:ccd:e793::%x/64", i+1)))
 				node.HostIPs = append(node.HostIPs, netip.MustParsePrefix(fmt.Sprintf("fc00:f853:ccd:e793::%x/64", 0x10+i)))
+				node.TransitIPs = append(node.TransitIPs, netip.MustParsePrefix(fmt.Sprintf("fd97::%x/64", i+1)))
 			}
 		}
 		t.Nodes = append(t.Nodes, node)
@@ -129,7 +138,16 @@ func prefixStrings(ps []netip.Prefix) []string {
 }
 
 // NBCtlCommands returns the topology as one chained ovn-nbctl argument list.
-func (t Topology) NBCtlCommands() []string {
+func (t Topology) NBCtlCommands() []string { return t.commands("") }
+
+// ZoneNBCtlCommands returns the NB of one interconnect zone (the node
+// local): its node switch, GR and ovn_cluster_router, plus the transit
+// switch with a router port for the local node and remote ports (and
+// routes) for every other node.
+func (t Topology) ZoneNBCtlCommands(local string) []string { return t.commands(local) }
+
+// commands renders the whole topology (zone "") or one zone's.
+func (t Topology) commands(zone string) []string {
 	var args []string
 	cmd := func(a ...string) { args = append(args, "--"); args = append(args, a...) }
 	routerLSP := func(sw, lsp, rp string, opts ...string) {
@@ -142,7 +160,30 @@ func (t Topology) NBCtlCommands() []string {
 	cmd(append([]string{"lrp-add", "ovn_cluster_router", "rtoj-ovn_cluster_router", MAC(t.ClusterRouterJoinIPs[0].Addr())}, prefixStrings(t.ClusterRouterJoinIPs)...)...)
 	cmd("ls-add", "join")
 	routerLSP("join", "jtor-ovn_cluster_router", "rtoj-ovn_cluster_router")
+	if zone != "" {
+		cmd("ls-add", "transit_switch")
+	}
 	for _, n := range t.Nodes {
+		if zone != "" && n.Name != zone {
+			// A remote node: reached over the transit switch.
+			lsp := "tstor-" + n.Name
+			addrs := []string{MAC(n.TransitIPs[0].Addr())}
+			for _, p := range n.TransitIPs {
+				addrs = append(addrs, p.String())
+			}
+			cmd("lsp-add", "transit_switch", lsp)
+			cmd("lsp-set-type", lsp, "remote")
+			cmd("lsp-set-addresses", lsp, strings.Join(addrs, " "))
+			cmd("lsp-set-options", lsp, "requested-chassis=chassis-"+n.Name)
+			for i, s := range n.Subnets {
+				cmd("lr-route-add", "ovn_cluster_router", s.String(), n.TransitIPs[i].Addr().String())
+			}
+			continue
+		}
+		if zone != "" {
+			cmd(append([]string{"lrp-add", "ovn_cluster_router", "rtots-" + n.Name, MAC(n.TransitIPs[0].Addr())}, prefixStrings(n.TransitIPs)...)...)
+			routerLSP("transit_switch", "tstor-"+n.Name, "rtots-"+n.Name)
+		}
 		var rtos []string
 		mgmt := []string{MAC(n.MgmtIPs()[0])}
 		for _, s := range n.Subnets {
@@ -218,10 +259,32 @@ func (t Topology) NodeAnnotations(n TopologyNode) map[string]string {
 		}
 	}
 	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
-	return map[string]string{
+	ann := map[string]string{
 		"k8s.ovn.org/node-subnets":                   js(subnets),
 		"k8s.ovn.org/node-gateway-router-lrp-ifaddr": js(lrp),
 		"k8s.ovn.org/node-id":                        fmt.Sprint(n.ID),
 		"k8s.ovn.org/host-cidrs":                     js(prefixStrings(append(append([]netip.Prefix{}, n.ExternalIPs...), n.HostIPs...))),
+	}
+	if t.Interconnect {
+		ts := map[string]string{}
+		for _, p := range n.TransitIPs {
+			if ipfamily.OfPrefix(p) == ipfamily.V4 {
+				ts["ipv4"] = p.String()
+			} else {
+				ts["ipv6"] = p.String()
+			}
+		}
+		ann["k8s.ovn.org/node-transit-switch-port-ifaddr"] = js(ts)
+		ann["k8s.ovn.org/zone-name"] = n.Name
+	}
+	return ann
+}
+
+// BuildZone writes one interconnect zone's NB (ZoneNBCtlCommands) and
+// waits until northd has synced it.
+func (o *OVN) BuildZone(t testing.TB, topo Topology, local string) {
+	t.Helper()
+	if _, err := o.NBCtl(append([]string{"--wait=sb"}, topo.ZoneNBCtlCommands(local)...)...); err != nil {
+		t.Fatalf("build zone %s: %v", local, err)
 	}
 }

@@ -128,8 +128,11 @@ func (a *Applier) transact(ctx context.Context, ops []ovsdb.Operation, checks []
 func routerMutation(c client.Client, router, column string, mutator ovsdb.Mutator, uuids []string) ([]ovsdb.Operation, error) {
 	lr := &nbdb.LogicalRouter{}
 	field := any(&lr.Policies)
-	if column == "nat" {
+	switch column {
+	case "nat":
 		field = &lr.Nat
+	case "static_routes":
+		field = &lr.StaticRoutes
 	}
 	return c.WhereAll(lr, model.Condition{Field: &lr.Name, Function: ovsdb.ConditionEqual, Value: router}).
 		Mutate(lr, model.Mutation{Field: field, Mutator: mutator, Value: uuids})
@@ -173,7 +176,7 @@ func (a *Applier) ops(p *Plan) ([]opGroup, error) {
 	}
 	// A row deleted while still referenced fails the transaction's
 	// referential integrity, so a row and its dereference share one group.
-	if len(p.polDelete) > 0 || len(p.natDelete) > 0 {
+	if len(p.polDelete) > 0 || len(p.natDelete) > 0 || len(p.rtDelete) > 0 {
 		start := len(groups)
 		if err := detach(p.polDelete, "policies", func(u string) ([]ovsdb.Operation, error) {
 			return a.c.Where(&nbdb.LogicalRouterPolicy{UUID: u}).Delete()
@@ -182,6 +185,11 @@ func (a *Applier) ops(p *Plan) ([]opGroup, error) {
 		}
 		if err := detach(p.natDelete, "nat", func(u string) ([]ovsdb.Operation, error) {
 			return a.c.Where(&nbdb.NAT{UUID: u}).Delete()
+		}); err != nil {
+			return nil, err
+		}
+		if err := detach(p.rtDelete, "static_routes", func(u string) ([]ovsdb.Operation, error) {
+			return a.c.Where(&nbdb.LogicalRouterStaticRoute{UUID: u}).Delete()
 		}); err != nil {
 			return nil, err
 		}
@@ -232,13 +240,20 @@ func (a *Applier) ops(p *Plan) ([]opGroup, error) {
 			return nil, err
 		}
 	}
+	for _, u := range p.rtUpdate {
+		w := routeModel(u.want)
+		w.UUID = u.uuid
+		if err := add(a.c.Where(&nbdb.LogicalRouterStaticRoute{UUID: u.uuid}).Update(w, &w.IPPrefix, &w.Nexthop, &w.Policy, &w.ExternalIDs)); err != nil {
+			return nil, err
+		}
+	}
 	for _, r := range p.asCreate {
 		if err := add(a.c.Create(&nbdb.AddressSet{Name: r.Name, Addresses: r.Addresses, ExternalIDs: r.ExternalIDs})); err != nil {
 			return nil, err
 		}
 	}
 	n := 0
-	var polModels, natModels []attachedModel
+	var polModels, natModels, rtModels []attachedModel
 	for _, r := range p.polCreate {
 		n++
 		m := policyModel(r)
@@ -251,10 +266,16 @@ func (a *Applier) ops(p *Plan) ([]opGroup, error) {
 		m.UUID = fmt.Sprintf("nat%d", n)
 		natModels = append(natModels, attachedModel{r.Router, m})
 	}
+	for _, r := range p.rtCreate {
+		n++
+		m := routeModel(r)
+		m.UUID = fmt.Sprintf("route%d", n)
+		rtModels = append(rtModels, attachedModel{r.Router, m})
+	}
 	for _, c := range []struct {
 		column string
 		rows   []attachedModel
-	}{{"policies", polModels}, {"nat", natModels}} {
+	}{{"policies", polModels}, {"nat", natModels}, {"static_routes", rtModels}} {
 		gs, err := a.createAttached(c.column, c.rows)
 		if err != nil {
 			return nil, err
@@ -322,6 +343,11 @@ func merge(gs []opGroup) opGroup {
 func policyModel(p translate.Policy) *nbdb.LogicalRouterPolicy {
 	return &nbdb.LogicalRouterPolicy{Priority: p.Priority, Match: p.Match, Action: nbdb.LogicalRouterPolicyAction(p.Action),
 		Nexthops: p.Nexthops, ExternalIDs: p.ExternalIDs}
+}
+
+func routeModel(r translate.StaticRoute) *nbdb.LogicalRouterStaticRoute {
+	policy := nbdb.LogicalRouterStaticRoutePolicy(r.Policy)
+	return &nbdb.LogicalRouterStaticRoute{IPPrefix: r.IPPrefix, Nexthop: r.Nexthop, Policy: &policy, ExternalIDs: r.ExternalIDs}
 }
 
 func natModel(n translate.NAT) *nbdb.NAT {

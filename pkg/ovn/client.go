@@ -93,10 +93,11 @@ func NBModel() (model.ClientDBModel, error) {
 	// external_ids index would answer a by-name probe with foreign rows.
 	byName := model.ClientIndex{Columns: []model.ColumnKey{{Column: "external_ids", Key: translate.KeyName}}}
 	m.SetIndexes(map[string][]model.ClientIndex{
-		nbdb.LogicalRouterTable:       {{Columns: []model.ColumnKey{{Column: "name"}}}},
-		nbdb.LogicalRouterPolicyTable: {byName},
-		nbdb.AddressSetTable:          {byName},
-		nbdb.NATTable:                 {byName},
+		nbdb.LogicalRouterTable:            {{Columns: []model.ColumnKey{{Column: "name"}}}},
+		nbdb.LogicalRouterPolicyTable:      {byName},
+		nbdb.AddressSetTable:               {byName},
+		nbdb.NATTable:                      {byName},
+		nbdb.LogicalRouterStaticRouteTable: {byName},
 	})
 	return m, nil
 }
@@ -138,6 +139,7 @@ func NewNBClient(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (clie
 		client.WithTable(&nbdb.LogicalRouterPolicy{}),
 		client.WithTable(&nbdb.AddressSet{}),
 		client.WithTable(&nbdb.NAT{}),
+		client.WithTable(&nbdb.LogicalRouterStaticRoute{}),
 		client.WithTable(lsp, &lsp.Name, &lsp.Type, &lsp.Options),
 		client.WithTable(&nbdb.NBGlobal{}),
 	)

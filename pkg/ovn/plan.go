@@ -26,6 +26,14 @@ type Plan struct {
 	natCreate []translate.NAT
 	natUpdate []natUpdate
 	natDelete []attached
+	rtCreate  []translate.StaticRoute
+	rtUpdate  []rtUpdate
+	rtDelete  []attached
+}
+
+type rtUpdate struct {
+	uuid string
+	want translate.StaticRoute
 }
 
 type asUpdate struct {
@@ -56,7 +64,8 @@ func (p *Plan) Empty() bool { return p.Len() == 0 }
 // Len is the number of row changes.
 func (p *Plan) Len() int {
 	return len(p.asCreate) + len(p.asUpdate) + len(p.asDelete) + len(p.polCreate) + len(p.polUpdate) +
-		len(p.polDelete) + len(p.natCreate) + len(p.natUpdate) + len(p.natDelete)
+		len(p.polDelete) + len(p.natCreate) + len(p.natUpdate) + len(p.natDelete) +
+		len(p.rtCreate) + len(p.rtUpdate) + len(p.rtDelete)
 }
 
 // Change is one row that NB lacks, has extra, or has different.
@@ -108,6 +117,15 @@ func (p *Plan) Changes() []Change {
 	}
 	for _, r := range p.natDelete {
 		out = append(out, Change{"extra", nbdb.NATTable, r.id, "on " + r.router})
+	}
+	for _, r := range p.rtCreate {
+		out = append(out, Change{"missing", nbdb.LogicalRouterStaticRouteTable, r.ExternalIDs[translate.KeyID], fmt.Sprintf("%s %s via %s on %s", r.Policy, r.IPPrefix, r.Nexthop, r.Router)})
+	}
+	for _, u := range p.rtUpdate {
+		out = append(out, Change{"different", nbdb.LogicalRouterStaticRouteTable, u.want.ExternalIDs[translate.KeyID], fmt.Sprintf("want %s %s via %s", u.want.Policy, u.want.IPPrefix, u.want.Nexthop)})
+	}
+	for _, r := range p.rtDelete {
+		out = append(out, Change{"extra", nbdb.LogicalRouterStaticRouteTable, r.id, "on " + r.router})
 	}
 	return out
 }
@@ -162,9 +180,14 @@ func BuildPlan(ctx context.Context, c client.Client, keys []translate.Key, desir
 		if err != nil {
 			return nil, fmt.Errorf("list NAT rows of %s: %w", k, err)
 		}
+		routes, err := ownedRows(ctx, c, k, nbdb.LogicalRouterStaticRoute{ExternalIDs: map[string]string{translate.KeyName: name}}, func(r *nbdb.LogicalRouterStaticRoute) map[string]string { return r.ExternalIDs })
+		if err != nil {
+			return nil, fmt.Errorf("list static routes of %s: %w", k, err)
+		}
 		p.diffAddressSets(want.AddressSets, ases)
 		p.diffPolicies(want.Policies, pols, refs)
 		p.diffNATs(want.NATs, nats, refs)
+		p.diffRoutes(want.Routes, routes, refs)
 	}
 	if refs.err != nil {
 		return nil, refs.err
@@ -273,6 +296,38 @@ func (p *Plan) diffNATs(want []translate.NAT, have []nbdb.NAT, refs *routerRefs)
 	}
 }
 
+func (p *Plan) diffRoutes(want []translate.StaticRoute, have []nbdb.LogicalRouterStaticRoute, refs *routerRefs) {
+	byID := map[string][]nbdb.LogicalRouterStaticRoute{}
+	for _, r := range have {
+		byID[r.ExternalIDs[translate.KeyID]] = append(byID[r.ExternalIDs[translate.KeyID]], r)
+	}
+	for _, w := range want {
+		id := w.ExternalIDs[translate.KeyID]
+		rows := byID[id]
+		delete(byID, id)
+		if len(rows) == 0 {
+			p.rtCreate = append(p.rtCreate, w)
+			continue
+		}
+		for _, dup := range rows[1:] {
+			p.rtDelete = append(p.rtDelete, attached{dup.UUID, id, refs.router(dup.UUID)})
+		}
+		cur := rows[0]
+		policy := ""
+		if cur.Policy != nil {
+			policy = string(*cur.Policy)
+		}
+		if cur.IPPrefix != w.IPPrefix || cur.Nexthop != w.Nexthop || policy != w.Policy || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
+			p.rtUpdate = append(p.rtUpdate, rtUpdate{cur.UUID, w})
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		for _, r := range byID[id] {
+			p.rtDelete = append(p.rtDelete, attached{r.UUID, id, refs.router(r.UUID)})
+		}
+	}
+}
+
 func sortedCopy(s []string) []string {
 	c := slices.Clone(s)
 	slices.Sort(c)
@@ -304,6 +359,9 @@ func (r *routerRefs) router(uuid string) string {
 			for _, u := range lr.Nat {
 				r.byUUID[u] = lr.Name
 			}
+			for _, u := range lr.StaticRoutes {
+				r.byUUID[u] = lr.Name
+			}
 		}
 	}
 	return r.byUUID[uuid]
@@ -321,6 +379,7 @@ func OwnedKeys(ctx context.Context, c client.Client) ([]translate.Key, error) {
 	var as []nbdb.AddressSet
 	var ps []nbdb.LogicalRouterPolicy
 	var ns []nbdb.NAT
+	var rs []nbdb.LogicalRouterStaticRoute
 	for _, q := range []struct {
 		api  client.ConditionalAPI
 		into any
@@ -328,6 +387,7 @@ func OwnedKeys(ctx context.Context, c client.Client) ([]translate.Key, error) {
 		{c.WhereCache(func(r *nbdb.AddressSet) bool { return add(r.ExternalIDs) }), &as},
 		{c.WhereCache(func(r *nbdb.LogicalRouterPolicy) bool { return add(r.ExternalIDs) }), &ps},
 		{c.WhereCache(func(r *nbdb.NAT) bool { return add(r.ExternalIDs) }), &ns},
+		{c.WhereCache(func(r *nbdb.LogicalRouterStaticRoute) bool { return add(r.ExternalIDs) }), &rs},
 	} {
 		if err := q.api.List(ctx, q.into); err != nil && err != client.ErrNotFound {
 			return nil, fmt.Errorf("list owned rows: %w", err)

@@ -62,3 +62,36 @@ func CurrentMembers(ctx context.Context, c client.Client, keys []translate.Key, 
 	}
 	return nil
 }
+
+// ForeignClusterRoutes returns the cluster subnets that already have a
+// src-ip static route on ovn_cluster_router that ovn-egress does not own
+// (ovn-kubernetes adds one per zone when its egress features are on).
+func ForeignClusterRoutes(ctx context.Context, c client.Client, clusterSubnets []netip.Prefix) (map[netip.Prefix]bool, error) {
+	var routers []nbdb.LogicalRouter
+	err := c.Where(&nbdb.LogicalRouter{Name: translate.ClusterRouter}).List(ctx, &routers)
+	if err != nil && err != client.ErrNotFound {
+		return nil, fmt.Errorf("read %s: %w", translate.ClusterRouter, err)
+	}
+	out := map[netip.Prefix]bool{}
+	for _, lr := range routers {
+		for _, u := range lr.StaticRoutes {
+			r := &nbdb.LogicalRouterStaticRoute{UUID: u}
+			if err := c.Get(ctx, r); err != nil {
+				continue
+			}
+			if _, owned := translate.KeyOf(r.ExternalIDs); owned || r.Policy == nil || *r.Policy != nbdb.LogicalRouterStaticRoutePolicySrcIP {
+				continue
+			}
+			p, err := netip.ParsePrefix(r.IPPrefix)
+			if err != nil {
+				continue
+			}
+			for _, s := range clusterSubnets {
+				if p.Masked() == s.Masked() {
+					out[s.Masked()] = true
+				}
+			}
+		}
+	}
+	return out, nil
+}

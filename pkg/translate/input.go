@@ -139,6 +139,10 @@ type Input struct {
 	// own NB): the nodes whose zone (k8s.ovn.org/zone-name, else the node's
 	// own name) is Zone. Empty: one central NB holding every node.
 	Zone string
+	// ForeignClusterRoutes are the cluster subnets that already have a src-ip
+	// route on ovn_cluster_router written by someone else (ovn-kubernetes'
+	// egress features): the zone translation does not add its own then.
+	ForeignClusterRoutes map[netip.Prefix]bool
 }
 
 // EgressServiceKey is "namespace/name".

@@ -112,6 +112,9 @@ func Translate(in Input) *Desired {
 	if in.Config.UnassignedTraffic == UnassignedDrop {
 		t.addUnassigned(svcs)
 	}
+	if in.Zone != "" {
+		t.addClusterRoutes(svcs)
+	}
 	t.emitSets()
 	t.emitNodeIPs()
 	for k, r := range t.d.Rows {
@@ -412,6 +415,40 @@ func (t *translator) addUnassigned(svcs []*service) {
 	// does not come and go with endpoints.
 	for _, f := range t.in.Config.Families() {
 		t.set(setKey{unassignedName, OwnerUnassigned, f}, netip.Addr{})
+	}
+}
+
+// addClusterRoutes gives every host of this zone that serves a
+// LoadBalancerIP service a src-ip route of the cluster subnets to its GR: in
+// interconnect, pod traffic of other zones arrives over the transit switch
+// and must be routed before the reroute policies see it (ovn_cluster_router
+// routes, then applies policies). A route someone else already has for the
+// subnet (ovn-kubernetes, with its egress features on) is left to them.
+func (t *translator) addClusterRoutes(svcs []*service) {
+	hosts := map[string]bool{}
+	for _, s := range svcs {
+		if (s.mode == modeHost || s.mode == modeGateway) && t.inZone(s.host.Name) {
+			hosts[s.host.Name] = true
+		}
+	}
+	for host := range hosts {
+		n := t.in.Nodes[host]
+		for _, subnet := range t.in.Config.ClusterSubnets {
+			f := ipfamily.OfPrefix(subnet)
+			if t.in.ForeignClusterRoutes[subnet.Masked()] {
+				continue
+			}
+			join, ok := n.JoinIPs[f]
+			if gw, found := t.in.Gateways[host]; found && gw.JoinIPs[f].IsValid() {
+				join, ok = gw.JoinIPs[f], true
+			}
+			if !ok {
+				continue
+			}
+			t.rows(NodeKey(host)).Routes = append(t.rows(NodeKey(host)).Routes, StaticRoute{Router: ClusterRouter,
+				IPPrefix: subnet.Masked().String(), Nexthop: join.String(), Policy: "src-ip",
+				ExternalIDs: ownerIDs(OwnerClusterRoute, host, f)})
+		}
 	}
 }
 

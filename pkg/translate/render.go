@@ -32,6 +32,12 @@ func NBCtlCommands(d *Desired) [][]string {
 			cmd = append(cmd, externalIDArgs(p.ExternalIDs)...)
 			out = append(out, append(cmd, "--", "add", "Logical_Router", p.Router, "policies", "@p"))
 		}
+		for _, rt := range r.Routes {
+			cmd := []string{"ovn-nbctl", "--id=@r", "create", "Logical_Router_Static_Route", "ip_prefix=" + ovsdbString(rt.IPPrefix),
+				"nexthop=" + ovsdbString(rt.Nexthop), "policy=" + rt.Policy}
+			cmd = append(cmd, externalIDArgs(rt.ExternalIDs)...)
+			out = append(out, append(cmd, "--", "add", "Logical_Router", rt.Router, "static_routes", "@r"))
+		}
 		for _, n := range r.NATs {
 			cmd := []string{"ovn-nbctl", "--id=@n", "create", "NAT", "type=" + n.Type,
 				"external_ip=" + ovsdbString(n.ExternalIP), "logical_ip=" + ovsdbString(n.LogicalIP)}
@@ -134,13 +140,17 @@ func OVSDBTransact(d *Desired) ([]byte, error) {
 			}
 			params = append(params, map[string]any{"op": "insert", "table": "Logical_Router_Policy", "uuid-name": named("policies", p.Router), "row": row})
 		}
+		for _, rt := range r.Routes {
+			params = append(params, map[string]any{"op": "insert", "table": "Logical_Router_Static_Route", "uuid-name": named("static_routes", rt.Router),
+				"row": map[string]any{"ip_prefix": rt.IPPrefix, "nexthop": rt.Nexthop, "policy": rt.Policy, "external_ids": ovsMap(rt.ExternalIDs)}})
+		}
 		for _, nat := range r.NATs {
 			params = append(params, map[string]any{"op": "insert", "table": "NAT", "uuid-name": named("nat", nat.Router),
 				"row": map[string]any{"type": nat.Type, "external_ip": nat.ExternalIP, "logical_ip": nat.LogicalIP, "external_ids": ovsMap(nat.ExternalIDs)}})
 		}
 	}
 	for _, router := range routers {
-		for _, col := range []string{"policies", "nat"} {
+		for _, col := range []string{"policies", "static_routes", "nat"} {
 			if uuids := attach[router][col]; len(uuids) > 0 {
 				params = append(params, map[string]any{"op": "mutate", "table": "Logical_Router",
 					"where":     []any{[]any{"name", "==", router}},

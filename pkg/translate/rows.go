@@ -39,6 +39,12 @@ const (
 	OwnerUnassigned = "EgressServiceUnassigned"
 	// OwnerNodeIPs: the cluster-wide address set of node addresses.
 	OwnerNodeIPs = "EgressServiceNodeIPs"
+	// OwnerClusterRoute: interconnect, the host's zone: the src-ip route of
+	// the cluster subnets to the host's GR, so that pod traffic of other
+	// zones arriving over the transit switch is routed (and so reaches the
+	// reroute policies) — what ovn-kubernetes' zone controller adds when
+	// its own egress features are on.
+	OwnerClusterRoute = "EgressServiceClusterRoute"
 )
 
 // ClusterRouter is the distributed router every policy is attached to.
@@ -123,6 +129,15 @@ type NAT struct {
 	ExternalIDs map[string]string `json:"external_ids"`
 }
 
+// StaticRoute is a desired Logical_Router_Static_Route on Router.
+type StaticRoute struct {
+	Router      string            `json:"router"`
+	IPPrefix    string            `json:"ip_prefix"`
+	Nexthop     string            `json:"nexthop"`
+	Policy      string            `json:"policy"`
+	ExternalIDs map[string]string `json:"external_ids"`
+}
+
 // Policy actions.
 const (
 	ActionReroute = "reroute"
@@ -132,16 +147,18 @@ const (
 
 // Rows are the desired rows of one key.
 type Rows struct {
-	AddressSets []AddressSet `json:"addressSets,omitempty"`
-	Policies    []Policy     `json:"policies,omitempty"`
-	NATs        []NAT        `json:"nats,omitempty"`
+	AddressSets []AddressSet  `json:"addressSets,omitempty"`
+	Policies    []Policy      `json:"policies,omitempty"`
+	NATs        []NAT         `json:"nats,omitempty"`
+	Routes      []StaticRoute `json:"routes,omitempty"`
 }
 
 // Len is the number of rows.
-func (r *Rows) Len() int { return len(r.AddressSets) + len(r.Policies) + len(r.NATs) }
+func (r *Rows) Len() int { return len(r.AddressSets) + len(r.Policies) + len(r.NATs) + len(r.Routes) }
 
 func (r *Rows) sort() {
 	slices.SortFunc(r.AddressSets, func(a, b AddressSet) int { return strings.Compare(a.ExternalIDs[KeyID], b.ExternalIDs[KeyID]) })
 	slices.SortFunc(r.Policies, func(a, b Policy) int { return strings.Compare(a.ExternalIDs[KeyID], b.ExternalIDs[KeyID]) })
 	slices.SortFunc(r.NATs, func(a, b NAT) int { return strings.Compare(a.ExternalIDs[KeyID], b.ExternalIDs[KeyID]) })
+	slices.SortFunc(r.Routes, func(a, b StaticRoute) int { return strings.Compare(a.ExternalIDs[KeyID], b.ExternalIDs[KeyID]) })
 }

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -165,5 +166,32 @@ func TestZoneMissingTransit(t *testing.T) {
 	}
 	if got := Zones(w.in.Nodes); !slices.Equal(got, []string{"node1", "node2"}) {
 		t.Errorf("zones %v", got)
+	}
+}
+
+// TestZoneClusterRoute: the host's zone gets the src-ip route of the
+// cluster subnets to the host's GR, unless someone else has one.
+func TestZoneClusterRoute(t *testing.T) {
+	w := icWorld(2, ipfamily.V4, ipfamily.V6)
+	w.es("ns/web", "node2")
+	w.svc("ns/web", "172.18.0.100")
+	w.eps("ns/web", "10.244.1.5@node1")
+	w.in.Zone = "node2"
+	routes := Translate(w.in).Rows[NodeKey("node2")].Routes
+	if len(routes) != 2 || routes[0].IPPrefix != "10.244.0.0/16" || routes[0].Nexthop != "100.64.0.3" || routes[0].Policy != "src-ip" ||
+		routes[1].IPPrefix != "fd00:10:244::/48" || routes[1].Nexthop != "fd98::3" {
+		t.Fatalf("routes %+v", routes)
+	}
+	w.in.ForeignClusterRoutes = map[netip.Prefix]bool{netip.MustParsePrefix("10.244.0.0/16"): true}
+	if routes := Translate(w.in).Rows[NodeKey("node2")].Routes; len(routes) != 1 || routes[0].IPPrefix != "fd00:10:244::/48" {
+		t.Errorf("with a foreign IPv4 route: %+v", routes)
+	}
+	w.in.Zone = "node1"
+	if r := Translate(w.in).Rows[NodeKey("node2")]; r == nil || len(r.Routes) != 0 {
+		t.Errorf("another zone got routes: %+v", r)
+	}
+	w.in.Zone = ""
+	if routes := Translate(w.in).Rows[NodeKey("node2")].Routes; len(routes) != 0 {
+		t.Errorf("central mode got routes: %+v", routes)
 	}
 }

@@ -46,6 +46,8 @@ type LeaderElection struct {
 
 // Config is the master's configuration.
 type Config struct {
+	// Mode is ModeCentral, ModeIC or ModeAuto (default: central).
+	Mode string
 	NB   ovn.ClientConfig
 	Sync nbsync.Config
 	// Select configures host selection; its ClusterSubnets and
@@ -56,8 +58,19 @@ type Config struct {
 
 // Validate checks the configuration and fills defaults.
 func (c *Config) Validate() error {
-	if err := c.NB.Validate(); err != nil {
-		return fmt.Errorf("nb: %w", err)
+	switch c.Mode {
+	case "":
+		c.Mode = ModeCentral
+	case ModeCentral, ModeIC, ModeAuto:
+	default:
+		return fmt.Errorf("unknown mode %q (want central, ic or auto)", c.Mode)
+	}
+	// Interconnect needs no NB (each zone's agent writes its own); auto
+	// checks it once the mode is known.
+	if c.Mode == ModeCentral {
+		if err := c.NB.Validate(); err != nil {
+			return fmt.Errorf("nb: %w", err)
+		}
 	}
 	if err := c.Sync.Validate(); err != nil {
 		return err
@@ -111,16 +124,36 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 	if err != nil {
 		return nil, fmt.Errorf("egressservice client: %w", err)
 	}
-	nb, err := connectNB(ctx, cfg.NB, log)
-	if err != nil {
-		return nil, err
+	if cfg.Mode == ModeAuto {
+		if cfg.Mode, err = DetectMode(ctx, kube, cfg.Sync.Translate.JoinSubnets); err != nil {
+			return nil, err
+		}
+		log.WithField("mode", cfg.Mode).Info("detected the deployment from the nodes' annotations")
+		if cfg.Mode == ModeCentral {
+			if err := cfg.NB.Validate(); err != nil {
+				return nil, fmt.Errorf("central mode needs the NB: %w", err)
+			}
+		}
+	}
+	var nb client.Client
+	if cfg.Mode == ModeCentral {
+		if nb, err = connectNB(ctx, cfg.NB, log); err != nil {
+			return nil, err
+		}
+	} else {
+		log.Info("interconnect: selecting hosts only; each node agent translates its own zone")
+	}
+	closeNB := func() {
+		if nb != nil {
+			nb.Close()
+		}
 	}
 	// Events name their objects through a scheme of this master's own:
 	// adding the EgressService types to client-go's global scheme would
 	// race with every client reading it (two masters in one test process).
 	eventScheme := runtime.NewScheme()
 	if err := errors.Join(scheme.AddToScheme(eventScheme), egressscheme.AddToScheme(eventScheme)); err != nil {
-		nb.Close()
+		closeNB()
 		return nil, err
 	}
 	bcast := record.NewBroadcaster(record.WithContext(ctx))
@@ -129,12 +162,14 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 	m := &Master{cfg: cfg, log: log, kube: kube, egress: egress, nb: nb, bcast: bcast,
 		kubeInf: kubeinformers.NewSharedInformerFactory(kube, 0),
 		egInf:   egressinformers.NewSharedInformerFactory(egress, 0)}
-	m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), nb, m.kubeInf, m.egInf, recorder)
+	if nb != nil {
+		m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), nb, m.kubeInf, m.egInf, recorder)
+	}
 	if err == nil {
 		m.sel, err = selection.New(cfg.Select, log.WithField("controller", "selection"), kube, egress, m.kubeInf, m.egInf, recorder)
 	}
 	if err != nil {
-		nb.Close()
+		closeNB()
 		return nil, err
 	}
 	return m, nil
@@ -164,7 +199,9 @@ func connectNB(ctx context.Context, cfg ovn.ClientConfig, log *logrus.Entry) (cl
 // controllers until ctx ends or leadership is lost (an error: the process
 // must restart to become a clean standby).
 func (m *Master) Run(ctx context.Context) error {
-	defer m.nb.Close()
+	if m.nb != nil {
+		defer m.nb.Close()
+	}
 	defer m.bcast.Shutdown()
 	m.kubeInf.Start(ctx.Done())
 	m.egInf.Start(ctx.Done())
@@ -238,15 +275,32 @@ func (m *Master) Run(ctx context.Context) error {
 func (m *Master) lead(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan error, 2)
-	go func() { done <- m.sync.Run(ctx) }()
-	go func() { done <- m.sel.Run(ctx) }()
-	first := <-done
+	runs := []func(context.Context) error{m.sel.Run}
+	if m.sync != nil {
+		runs = append(runs, m.sync.Run)
+	}
+	done := make(chan error, len(runs))
+	for _, run := range runs {
+		go func() { done <- run(ctx) }()
+	}
+	errs := []error{<-done}
 	cancel()
-	return errors.Join(first, <-done)
+	for range runs[1:] {
+		errs = append(errs, <-done)
+	}
+	return errors.Join(errs...)
 }
 
-// Sync exposes the translation controller (tests and benchmarks).
+// Mode is the deployment mode the master runs in (auto resolved).
+func (m *Master) Mode() string {
+	if m.sync == nil {
+		return ModeIC
+	}
+	return ModeCentral
+}
+
+// Sync exposes the translation controller (tests and benchmarks); nil in
+// interconnect mode.
 func (m *Master) Sync() *nbsync.Controller { return m.sync }
 
 // Select exposes the host-selection controller (tests and benchmarks).

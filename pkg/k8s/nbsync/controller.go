@@ -46,6 +46,13 @@ type Config struct {
 	MaxBatch int
 	// MaxOps bounds the operations of one NB transaction.
 	MaxOps int
+	// Zone, when set, translates only that interconnect zone into its own
+	// NB (a node agent's job in interconnect mode); empty: the central NB.
+	Zone string
+	// EventReasons are the translation problems recorded as Warning Events
+	// (nil: the default set; zone controllers record fewer, since every
+	// zone would report the same problem).
+	EventReasons map[translate.Reason]bool
 }
 
 // Validate checks the configuration and fills defaults.
@@ -133,7 +140,7 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[translate.Key](),
 			workqueue.TypedRateLimitingQueueConfig[translate.Key]{Name: "nbsync"}),
 		nodes:  map[string]parsedNode{},
-		events: newProblemEvents(recorder),
+		events: newProblemEvents(recorder, cfg.EventReasons),
 	}
 	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {
 		return nil, err

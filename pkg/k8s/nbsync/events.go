@@ -12,23 +12,27 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// eventReasons are the translation problems worth a Warning Event; the
-// others are the host-selection controller's to report (or transient, like
-// an agent catching up on an endpoint change).
-var eventReasons = map[translate.Reason]bool{
-	translate.ReasonFamilyWithoutIngressIP: true,
-	translate.ReasonSharedEndpoint:         true,
-	translate.ReasonNodeAnnotationMissing:  true,
-	translate.ReasonGatewayNotFound:        true,
-	translate.ReasonNATAddressesNotRouter:  true,
-	translate.ReasonUnassignedTrafficDrop:  true,
-	translate.ReasonUnknownHost:            true,
+// DefaultEventReasons are the translation problems worth a Warning Event;
+// the others are the host-selection controller's to report (or transient,
+// like an agent catching up on an endpoint change).
+func DefaultEventReasons() map[translate.Reason]bool {
+	return map[translate.Reason]bool{
+		translate.ReasonFamilyWithoutIngressIP: true,
+		translate.ReasonSharedEndpoint:         true,
+		translate.ReasonNodeAnnotationMissing:  true,
+		translate.ReasonGatewayNotFound:        true,
+		translate.ReasonNATAddressesNotRouter:  true,
+		translate.ReasonUnassignedTrafficDrop:  true,
+		translate.ReasonUnknownHost:            true,
+		translate.ReasonTransitAddressMissing:  true,
+	}
 }
 
 // problemEvents records a Warning Event on an EgressService when the set of
 // its translation problems changes, not on every sync.
 type problemEvents struct {
 	recorder eventRecorder
+	reasons  map[translate.Reason]bool
 	mu       sync.Mutex
 	last     map[string]string
 }
@@ -37,8 +41,11 @@ type eventRecorder interface {
 	Event(object runtime.Object, eventtype, reason, message string)
 }
 
-func newProblemEvents(r eventRecorder) *problemEvents {
-	return &problemEvents{recorder: r, last: map[string]string{}}
+func newProblemEvents(r eventRecorder, reasons map[translate.Reason]bool) *problemEvents {
+	if reasons == nil {
+		reasons = DefaultEventReasons()
+	}
+	return &problemEvents{recorder: r, reasons: reasons, last: map[string]string{}}
 }
 
 func (p *problemEvents) record(lister egresslisters.EgressServiceLister, in translate.Input, problems translate.Problems) {
@@ -47,7 +54,7 @@ func (p *problemEvents) record(lister egresslisters.EgressServiceLister, in tran
 	}
 	by := map[string][]translate.Problem{}
 	for _, pr := range problems {
-		if eventReasons[pr.Reason] {
+		if p.reasons[pr.Reason] {
 			by[pr.Key] = append(by[pr.Key], pr)
 		}
 	}

@@ -34,6 +34,7 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{},
 		Only:           map[translate.Key]bool{},
 		Current:        map[string][]string{},
+		Zone:           c.cfg.Zone,
 	}
 	all := false
 	hosts := map[string]bool{egressv1.HostAll: true}
@@ -130,6 +131,11 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 	}
 	if err := ovn.CurrentMembers(ctx, c.nb, keys, in.Current); err != nil {
 		return in, err
+	}
+	if in.Zone != "" {
+		if in.ForeignClusterRoutes, err = ovn.ForeignClusterRoutes(ctx, c.nb, c.cfg.Translate.ClusterSubnets); err != nil {
+			return in, err
+		}
 	}
 	return in, nil
 }

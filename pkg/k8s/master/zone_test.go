@@ -1,0 +1,124 @@
+package master_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// TestInterconnectZones: three zones, each with its own real NB+SB+northd
+// and the ovn-kubernetes interconnect topology of its node; one zone
+// translation per zone (as each node agent runs it). The endpoint's zone
+// reroutes to the host's transit address, and the host's zone reroutes a
+// packet entering from the transit switch to the host's management port;
+// ovn-trace shows both. The master detects interconnect and only selects.
+func TestInterconnectZones(t *testing.T) {
+	topo := testenv.DefaultTopology(3, ipfamily.V4)
+	topo.Interconnect = true
+	zones := map[string]*testenv.OVN{}
+	for _, n := range topo.Nodes {
+		o := testenv.NewOVN(t)
+		o.BuildZone(t, topo, n.Name)
+		zones[n.Name] = o
+	}
+	kube.CreateNodes(t, topo)
+	ns := kube.Namespace(t)
+	t.Cleanup(func() {
+		_ = kube.Egress.K8sV1().EgressServices(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	kube.CreateLoadBalancer(t, ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1", "10.244.3.5@node3")
+	kube.SetHost(t, ns, "web", "node2")
+	kube.SetReport(t, "node2", translate.Report{ns + "/web": kube.ReportFor(t, "node2", ns, "web", topo.ClusterSubnets)})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, len(zones))
+	for name, o := range zones {
+		tc := translate.DefaultConfig()
+		tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
+		cfg := master.ZoneConfig{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Node: name,
+			Sync: nbsync.Config{Translate: tc, Zone: name}}
+		go func() { done <- master.RunZone(ctx, cfg, kube.Client, kube.Egress, testLogger(t).WithField("zone", name)) }()
+	}
+	set := translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4")
+	want := map[string]struct{ addrs, nexthop string }{
+		"node1": {`["10.244.1.5"]`, "100.88.0.3"},
+		"node2": {`["10.244.1.5", "10.244.3.5"]`, "10.244.2.2"},
+		"node3": {`["10.244.3.5"]`, "100.88.0.3"},
+	}
+	for zone, w := range want {
+		o := zones[zone]
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got, _ := o.NBCtl("--if-exists", "get", "Address_Set", set, "addresses")
+			policies, _ := o.NBCtl("lr-policy-list", "ovn_cluster_router")
+			if got == w.addrs && strings.Contains(policies, w.nexthop) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("zone %s: set %s, policies:\n%s\nwant %s rerouted to %s", zone, got, policies, w.addrs, w.nexthop)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	// The host's zone routes the cluster's pod traffic to its GR (src-ip),
+	// so that packets from other zones reach the reroute policies.
+	if routes := zones["node2"].MustNBCtl(t, "lr-route-list", "ovn_cluster_router"); !strings.Contains(routes, "10.244.0.0/16") || !strings.Contains(routes, "100.64.0.3 src-ip") {
+		t.Errorf("zone node2 lacks the cluster src-ip route:\n%s", routes)
+	}
+	if routes := zones["node1"].MustNBCtl(t, "lr-route-list", "ovn_cluster_router"); strings.Contains(routes, "10.244.0.0/16") {
+		t.Errorf("zone node1 (no host there) has a cluster src-ip route:\n%s", routes)
+	}
+
+	// The endpoint's zone sends the pod's packet to the host's transit address.
+	z1 := zones["node1"]
+	z1.AddPod(t, "node1", "pod1", topo.Nodes[0].PodIP(ipfamily.V4, 5))
+	z1.MustNBCtl(t, "--wait=sb", "sync")
+	out, err := z1.Trace("node1", fmt.Sprintf(`inport == "node1_pod1" && eth.src == %s && eth.dst == %s && ip4.src == 10.244.1.5 && ip4.dst == 8.8.8.8 && ip.ttl == 64 && tcp`,
+		testenv.MAC(topo.Nodes[0].PodIP(ipfamily.V4, 5)), testenv.MAC(topo.Nodes[0].Subnets[0].Addr().Next())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "reg0 = 100.88.0.3") || !strings.Contains(out, "rtots-node1") {
+		t.Errorf("zone node1 does not send the packet to node2's transit address:\n%s", out)
+	}
+	// The host's zone reroutes it, arriving over the transit switch, to the management port.
+	z2 := zones["node2"]
+	out, err = z2.Trace("transit_switch", fmt.Sprintf(`inport == "tstor-node1" && eth.src == %s && eth.dst == %s && ip4.src == 10.244.1.5 && ip4.dst == 8.8.8.8 && ip.ttl == 64 && tcp`,
+		testenv.MAC(topo.Nodes[0].TransitIPs[0].Addr()), testenv.MAC(topo.Nodes[1].TransitIPs[0].Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "reg0 = 10.244.2.2") || !strings.Contains(out, `output to "k8s-node2"`) {
+		t.Errorf("zone node2 does not reroute the transit packet to its management port:\n%s", out)
+	}
+
+	// The master sees interconnect and selects only (no NB needed).
+	mcfg := master.Config{Mode: master.ModeAuto}
+	mcfg.Sync.Translate = translate.DefaultConfig()
+	m, err := master.New(ctx, mcfg, kube.Config, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Mode() != master.ModeIC || m.Sync() != nil {
+		t.Errorf("mode %s, want %s without a translation controller", m.Mode(), master.ModeIC)
+	}
+	cancel()
+	for range zones {
+		if err := <-done; err != nil {
+			t.Errorf("zone: %v", err)
+		}
+	}
+}
