@@ -49,7 +49,9 @@ func TestInterconnectZones(t *testing.T) {
 		tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
 		cfg := master.ZoneConfig{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Node: name,
 			Sync: nbsync.Config{Translate: tc, Zone: name}}
-		go func() { done <- master.RunZone(ctx, cfg, kube.Client, kube.Egress, testLogger(t).WithField("zone", name)) }()
+		go func() {
+			done <- master.RunZone(ctx, cfg, kube.Client, kube.Egress, testLogger(t).WithField("zone", name))
+		}()
 	}
 	set := translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4")
 	want := map[string]struct{ addrs, nexthop string }{
