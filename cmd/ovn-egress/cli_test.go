@@ -91,6 +91,28 @@ func TestTranslateSelectHosts(t *testing.T) {
 	}
 }
 
+// TestTranslateZones: interconnect manifests print every zone's rows, each
+// headed by its zone; --zone prints one.
+func TestTranslateZones(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := os.ReadFile("../../examples/nodes.yaml")
+	nodes := strings.ReplaceAll(string(b), "k8s.ovn.org/node-id:", "k8s.ovn.org/node-transit-switch-port-ifaddr: '{\"ipv4\":\"100.88.0.9/16\"}'\n    k8s.ovn.org/node-id:")
+	os.WriteFile(filepath.Join(dir, "nodes.yaml"), []byte(nodes), 0o644)
+	out, stderr, code := run(t, "translate", "-f", filepath.Join(dir, "nodes.yaml"), "-f", "../../examples/web.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, z := range []string{"# zone node1", "# zone node2", "# zone node3"} {
+		if !strings.Contains(out, z) {
+			t.Errorf("no %q block:\n%s", z, out)
+		}
+	}
+	out, _, code = run(t, "translate", "--zone", "node1", "-f", filepath.Join(dir, "nodes.yaml"), "-f", "../../examples/web.yaml")
+	if code != 0 || strings.Contains(out, "# zone node2") || !strings.Contains(out, `nexthops="100.88.0.9"`) || !strings.Contains(out, `addresses="10.244.1.5"`) {
+		t.Errorf("zone node1:\n%s", out)
+	}
+}
+
 func TestTranslateBadInput(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")

@@ -124,3 +124,24 @@ func TestInterconnectZones(t *testing.T) {
 		}
 	}
 }
+
+// TestDistManifestsApply: every manifest in dist/ (central and
+// interconnect) is accepted by a real API server.
+func TestDistManifestsApply(t *testing.T) {
+	ctx := context.Background()
+	for _, set := range [][]string{
+		{"../../../dist/namespace.yaml", "../../../dist/crds", "../../../dist/master", "../../../dist/node"},
+		{"../../../dist/ic"},
+	} {
+		if err := kube.Apply(ctx, set...); err != nil {
+			t.Fatalf("apply %v: %v", set, err)
+		}
+	}
+	ds, err := kube.Client.AppsV1().DaemonSets("ovn-egress").Get(ctx, "ovn-egress-node", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--zone=$(NODE_NAME)") {
+		t.Errorf("interconnect DaemonSet args: %s", args)
+	}
+}
