@@ -432,10 +432,33 @@ func (c *cluster) expectSourceFamily(p *pod, f ipfamily.Family, timeout time.Dur
 	}
 }
 
-// viaHost checks that p's traffic to the outside went through node's host
-// namespace: its conntrack holds a connection from the pod's address.
+// reroutesTo reports whether NB reroutes to node: its management port on
+// the host path, its GR's join address on the gateway path.
+func (c *cluster) reroutesTo(node string) bool {
+	n := c.topo.Node(node)
+	want := n.MgmtIPs()[0]
+	if c.opts.backend == "ovn" {
+		want = n.JoinIPs[0].Addr()
+	}
+	out, err := c.ovn.NBCtl("--bare", "--columns=nexthops", "find", "Logical_Router_Policy",
+		"external_ids:k8s.ovn.org/owner-controller=ovn-egress", "action=reroute")
+	return err == nil && slices.Contains(strings.Fields(out), want.String())
+}
+
+// viaHost checks that p's traffic to the outside went through node: on
+// the host path, node's conntrack holds a connection from the pod's
+// address; on the gateway path, node's GR has the pod's NAT row.
 func (c *cluster) viaHost(p *pod, node string) {
 	c.t.Helper()
+	if c.opts.backend == "ovn" {
+		nat := c.ovn.MustNBCtl(c.t, "lr-nat-list", "GR_"+node)
+		for _, ip := range p.ips {
+			if !strings.Contains(nat, ip.String()) {
+				c.t.Fatalf("GR_%s has no NAT row for pod %s (%s):\n%s", node, p.name, ip, nat)
+			}
+		}
+		return
+	}
 	for _, ip := range p.ips {
 		out, _ := c.dp.Hosts[node].Run("conntrack", "-L", "-s", ip.String())
 		if !strings.Contains(out, "src="+ip.String()) {
