@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -40,6 +41,11 @@ func TestEgressWithoutSelector(t *testing.T) {
 				c.expectSource(p, 15*time.Second, only(lb))
 			}
 			c.expectSource(other, 5*time.Second, c.nodeAddr("node3"))
+			if tc.backend == "host" {
+				// The outside reaches the Service through the LB IP on the
+				// host, and the backend's replies come back through it.
+				c.expectIngress(lb, 10*time.Second)
+			}
 
 			// Not rerouted: pod → pod on another node keeps the pod's
 			// source; pod → node address leaves through the pod's own GR
@@ -57,7 +63,6 @@ func TestEgressWithoutSelector(t *testing.T) {
 					}
 				}
 			}
-			testenv.StartEcho(t, other.ns, echoPort, other.ips...)
 			for _, dst := range other.ips {
 				got, _, err := testenv.AskUntil(src.ns, "tcp", netip.AddrPortFrom(dst, echoPort), 5*time.Second)
 				if err != nil || !contains(src.ips, got) {
@@ -131,11 +136,14 @@ func testSelectorMovesHost(t *testing.T, backend string) {
 // Both SNAT backends.
 func TestFailover(t *testing.T) {
 	for _, backend := range []string{"host", "ovn"} {
-		t.Run(backend, func(t *testing.T) { testFailover(t, backend) })
+		t.Run(backend, func(t *testing.T) { testFailover(t, backend, false) })
 	}
+	t.Run("host-notready", func(t *testing.T) { testFailover(t, "host", true) })
 }
 
-func testFailover(t *testing.T, backend string) {
+// testFailover kills the host's agent (its health listener goes with it),
+// or, with notReady, marks the host's Node NotReady.
+func testFailover(t *testing.T, backend string, notReady bool) {
 	c := newCluster(t, options{backend: backend})
 	p1 := c.addPod("p1", "node1", 5)
 	lb := c.service("web", 0, p1)
@@ -143,13 +151,37 @@ func testFailover(t *testing.T, backend string) {
 	old := c.host("web", anyHost)
 	c.expectSource(p1, 15*time.Second, only(lb))
 	start := time.Now()
-	c.agents[old].Kill()
+	if notReady {
+		c.setReady(old, false)
+	} else {
+		c.agents[old].Kill()
+	}
 	moved := c.host("web", func(h string) bool { return anyHost(h) && h != old })
 	t.Logf("host %s → %s after %s", old, moved, time.Since(start).Round(time.Millisecond))
 	c.eventually("reroute to "+moved, 15*time.Second, func() bool { return c.reroutesTo(moved) })
 	c.expectSource(p1, 15*time.Second, only(lb))
 	c.viaHost(p1, moved)
 	t.Logf("traffic through %s after %s", moved, time.Since(start).Round(time.Millisecond))
+}
+
+func (c *cluster) setReady(node string, ready bool) {
+	c.t.Helper()
+	n, err := kube.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	status := corev1.ConditionTrue
+	if !ready {
+		status = corev1.ConditionFalse
+	}
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			n.Status.Conditions[i].Status = status
+		}
+	}
+	if _, err := kube.Client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 func (c *cluster) label(node, key, value string) {
