@@ -21,10 +21,11 @@ func (e *env) requireSharedGateway() {
 	}
 }
 
-// TestGatewayBackend: with the master on --snat-backend=ovn the SNAT is a
-// NAT row on the host's gateway router (no node agent involved); pods on
-// every node leave with the LB IP, the host and its NAT rows move with the
-// selector. spec.network is not offered on this backend, so it is not
+// TestGatewayBackend: with the translation on --snat-backend=ovn (the
+// master's, or in interconnect every node agent's: setBackend) the SNAT is
+// a NAT row on the host's gateway router (no host-side SNAT involved); pods
+// on every node leave with the LB IP, the host and its NAT rows move with
+// the selector. spec.network is not offered on this backend, so it is not
 // exercised here.
 func TestGatewayBackend(t *testing.T) {
 	e := newEnv(t)
@@ -57,12 +58,14 @@ func TestGatewayBackend(t *testing.T) {
 }
 
 // expectNAT checks (eventually) whether GR_<node> has a NAT row mapping
-// the endpoint to the LB IP.
+// the endpoint to the LB IP, in the NB holding GR_<node> (in interconnect,
+// node's own: the host's zone carries the NAT rows of every endpoint it
+// serves, whichever zone the endpoint is in).
 func (e *env) expectNAT(node string, lb, endpoint netip.Addr, present bool) {
 	e.t.Helper()
 	gr := "GR_" + node
 	e.eventually("NAT rows of "+gr, hostTimeout, func() (bool, string) {
-		out, err := e.nbctl("lr-nat-list", gr)
+		out, err := e.nbctl(node, "lr-nat-list", gr)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -78,10 +81,11 @@ func (e *env) expectNAT(node string, lb, endpoint netip.Addr, present bool) {
 	})
 }
 
-// TestSwitchBackend: the master moves from --snat-backend=host to ovn and
-// back while the pods keep talking to the outside: every pod leaves with
-// the LB IP after each switch, and no pod address leaves in between (the
-// external echo's record is checked at the end).
+// TestSwitchBackend: the translation (setBackend) moves from
+// --snat-backend=host to ovn and back while the pods keep talking to the
+// outside: every pod leaves with the LB IP after each switch, and no pod
+// address leaves in between (the external echo's record is checked at the
+// end).
 func TestSwitchBackend(t *testing.T) {
 	e := newEnv(t)
 	e.requireSharedGateway()

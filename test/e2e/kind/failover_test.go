@@ -20,47 +20,68 @@ const (
 // TestFailoverAgentStopped: the host's node agent goes away, so the host
 // stops answering the master's health probe (hack/deploy.sh runs the
 // master with --health-check-mode=connect and the agents with
-// --health-listen) → another host within the probe interval and timeout,
-// and the pods keep leaving with the LB IP through it, with no pod address
-// reaching the outside during the move.
+// --health-listen) → the other matching node within the probe interval and
+// timeout, and the pods keep leaving with the LB IP through it, with no pod
+// address reaching the outside during the move.
+//
+// The selector makes the host move from the third node to the second. In
+// interconnect (the agents translate their own zones) the third node runs
+// no backend: its agent is also its zone's translator, so stopping it
+// freezes that zone's NB rows, and a backend there would keep being
+// rerouted to its own node (README, "Interconnect: the agent is its zone's
+// translator"). With one central NB the master rewrites every row, so a
+// backend runs on the stopped host too.
 func TestFailoverAgentStopped(t *testing.T) {
 	e := newEnv(t)
+	zoned := e.agentTranslates()
 	e.families(func(t *testing.T, f corev1.IPFamily) {
 		e := e.sub(t)
+		a, b, c := e.nodes[0].Name, e.nodes[1].Name, e.nodes[2].Name
 		svc := "web-" + lower(f)
 		app := map[string]string{"app": svc}
-		p1, p2 := e.backend(svc+"-1", e.nodes[0].Name, app), e.backend(svc+"-2", e.nodes[1].Name, app)
+		pods := []*pod{e.backend(svc+"-1", a, app), e.backend(svc+"-2", b, app)}
+		if !zoned {
+			pods = append(pods, e.backend(svc+"-3", c, app))
+		}
 		lb := e.loadBalancer(svc, f, app, false)
 		e.advertise(svc)
-		e.egressService(svc, egressv1.EgressServiceSpec{})
-		old := e.waitHost(svc, hostTimeout, anyNode)
-		e.expectSource(p1, f, trafficTimeout, lb)
-
-		asker := p1
-		if p1.node == old {
-			asker = p2
+		sel := "failover-" + lower(f)
+		e.label(c, selectorKey, sel)
+		e.egressService(svc, egressv1.EgressServiceSpec{NodeSelector: selectorOf(sel)})
+		e.waitHost(svc, hostTimeout, isHost(c))
+		// The node to fail over to; the host is sticky, so c keeps it.
+		e.label(b, selectorKey, sel)
+		for _, p := range pods {
+			e.expectSource(p, f, trafficTimeout, lb)
 		}
-		e.keepAsking(asker, f)
+		if h := e.waitHost(svc, hostTimeout, anyNode); h != c {
+			t.Fatalf("host moved from %s to %s when %s started to match", c, h, b)
+		}
+
+		e.keepAsking(pods[0], f)
 		start := time.Now()
-		e.stopAgent(old)
-		moved := e.waitHost(svc, hostTimeout, func(h string) bool { return anyNode(h) && h != old })
-		t.Logf("host %s → %s %s after its agent was told to stop", old, moved, time.Since(start).Round(100*time.Millisecond))
-		e.expectSource(p1, f, trafficTimeout, lb)
-		e.expectSource(p2, f, trafficTimeout, lb)
+		e.stopAgent(c)
+		e.waitHost(svc, hostTimeout, isHost(b))
+		t.Logf("host %s → %s %s after its agent was told to stop", c, b, time.Since(start).Round(100*time.Millisecond))
+		for _, p := range pods {
+			e.expectSource(p, f, trafficTimeout, lb)
+		}
 	})
 }
 
 // TestFailoverNodeNotReady: the host's kubelet stops, the node goes
 // NotReady (after the node-monitor grace period) → the host moves to the
 // other matching node and the pods leave with the LB IP through it. Workers
-// only (the control plane runs the API server and the NB the master
-// writes); first family of -families only, as it takes minutes.
+// only (the control plane runs the API server, and with one central NB
+// that NB); first family of -families only, as it takes minutes. The
+// stopped kubelet leaves the node's containers running, so in interconnect
+// its agent keeps translating its zone.
 func TestFailoverNodeNotReady(t *testing.T) {
 	e := newEnv(t)
 	f := e.familyList()[0]
 	workers := e.workers()
 	if len(workers) < 2 {
-		t.Fatalf("need 2 workers outside the control plane and the NB's zone controller, have %v", workers)
+		t.Fatalf("need 2 workers outside the control plane (and a central NB's zone controller), have %v", workers)
 	}
 	var client string
 	for _, n := range e.nodes {
@@ -88,8 +109,9 @@ func TestFailoverNodeNotReady(t *testing.T) {
 	e.expectSource(p, f, trafficTimeout, lb)
 }
 
-// workers are the Ready nodes that are neither control plane nor the
-// zone controller holding the NB, by name.
+// workers are the Ready nodes that are neither control plane nor (with
+// one central NB, E2E_MODE=central) the zone controller holding it, by
+// name.
 func (e *env) workers() []string {
 	var out []string
 	for _, n := range e.nodes {

@@ -16,7 +16,7 @@ import (
 )
 
 // Every knob of the suite is a flag with an environment default, so
-// hack/run-e2e.sh and CI set them the same way a developer does.
+// hack/run.sh and CI set them the same way a developer does.
 var (
 	flagKubeconfig = flag.String("kubeconfig", os.Getenv("KUBECONFIG"),
 		"kubeconfig of the kind cluster (hack/up.sh writes one) [$KUBECONFIG]")
@@ -36,8 +36,9 @@ var (
 		"namespace of MetalLB's configuration [$E2E_METALLB_NAMESPACE]")
 	flagMetalLBPool = flag.String("metallb-pool", envOr("E2E_METALLB_POOL", "ovn-egress-e2e"),
 		"IPAddressPool the suite's L2Advertisements announce [$E2E_METALLB_POOL]")
-	flagNBSelector = flag.String("nb-pod-selector", envOr("E2E_NB_POD_SELECTOR", "app=ovnkube-zone-controller"),
-		"label selector (namespace ovn-kubernetes) of the pod whose nb-ovsdb container holds the NB the master writes [$E2E_NB_POD_SELECTOR]")
+	flagNBSelector = flag.String("nb-pod-selector", envOr("E2E_NB_POD_SELECTOR", "app=ovnkube-node"),
+		"label selector (namespace ovn-kubernetes) of the pods whose nb-ovsdb container holds an NB the product writes: "+
+			"one per node in interconnect (ovnkube-node), or the one zone controller with a central NB (E2E_MODE=central: app=ovnkube-zone-controller) [$E2E_NB_POD_SELECTOR]")
 )
 
 func envOr(key, def string) string {

@@ -21,24 +21,63 @@ const (
 	masterContainer  = "master"
 	masterSelector   = "app.kubernetes.io/name=ovn-egress,app.kubernetes.io/component=master"
 	agentDaemonSet   = "ovn-egress-node"
+	agentContainer   = "node"
 	agentSelector    = "app.kubernetes.io/name=ovn-egress,app.kubernetes.io/component=node"
 	leaseName        = "ovn-egress-master"
 	backendFlag      = "--snat-backend="
+	zoneFlag         = "--zone"
 )
 
-// nbctl runs ovn-nbctl against the NB the master writes, inside the
-// nb-ovsdb container of the pod -nb-pod-selector names.
-func (e *env) nbctl(args ...string) (string, error) {
+// nbPods are the running ovn-kubernetes pods whose nb-ovsdb container
+// holds an NB the product writes (-nb-pod-selector): one per node in
+// interconnect (each node its own zone and NB, hack/deploy.sh E2E_MODE=ic),
+// a single one with one central NB (E2E_MODE=central).
+func (e *env) nbPods() ([]corev1.Pod, error) {
 	ctx, cancel := ctxTimeout(30 * time.Second)
 	defer cancel()
-	pods, err := e.kube.CoreV1().Pods(ovnkNamespace).List(ctx, metav1.ListOptions{LabelSelector: *flagNBSelector})
+	list, err := e.kube.CoreV1().Pods(ovnkNamespace).List(ctx, metav1.ListOptions{LabelSelector: *flagNBSelector})
 	if err != nil {
-		return "", fmt.Errorf("list NB pods: %w", err)
+		return nil, fmt.Errorf("list NB pods: %w", err)
 	}
-	if len(pods.Items) != 1 {
-		return "", fmt.Errorf("%d pods match -nb-pod-selector %q, want 1 (the master writes one NB)", len(pods.Items), *flagNBSelector)
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			out = append(out, p)
+		}
 	}
-	return e.execIn(ctx, ovnkNamespace, pods.Items[0].Name, "nb-ovsdb", append([]string{"ovn-nbctl"}, args...)...)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no running pod matches -nb-pod-selector %q in namespace %s", *flagNBSelector, ovnkNamespace)
+	}
+	slices.SortFunc(out, func(a, b corev1.Pod) int { return strings.Compare(a.Spec.NodeName, b.Spec.NodeName) })
+	return out, nil
+}
+
+// nbctl runs ovn-nbctl against the NB that holds node's rows (its
+// ovn_cluster_router policies, GR_<node>): the only NB pod when there is
+// one, else the NB pod on node.
+func (e *env) nbctl(node string, args ...string) (string, error) {
+	pods, err := e.nbPods()
+	if err != nil {
+		return "", err
+	}
+	pod := pods[0]
+	if len(pods) > 1 {
+		i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Spec.NodeName == node })
+		if i < 0 {
+			return "", fmt.Errorf("%d pods match -nb-pod-selector %q, none on node %s (interconnect: every node holds its own NB)",
+				len(pods), *flagNBSelector, node)
+		}
+		pod = pods[i]
+	}
+	return e.nbctlIn(pod.Name, args...)
+}
+
+// nbctlIn runs ovn-nbctl in the nb-ovsdb container of the ovn-kubernetes
+// pod podName (its local NB socket).
+func (e *env) nbctlIn(podName string, args ...string) (string, error) {
+	ctx, cancel := ctxTimeout(30 * time.Second)
+	defer cancel()
+	return e.execIn(ctx, ovnkNamespace, podName, "nb-ovsdb", append([]string{"ovn-nbctl"}, args...)...)
 }
 
 // dump logs what a reader of a failed scenario needs: the EgressServices,
@@ -64,9 +103,15 @@ func (e *env) dump() {
 			e.t.Logf("node %s ready=%v labels %v programmed %s", n.Name, nodeReady(&n), labels, n.Annotations[translate.ReportAnnotation])
 		}
 	}
-	for _, args := range [][]string{{"lr-policy-list", "ovn_cluster_router"}, {"find", "NAT", "external_ids:k8s.ovn.org/owner-controller=ovn-egress"}} {
-		out, err := e.nbctl(args...)
-		e.t.Logf("ovn-nbctl %s (%v):\n%s", strings.Join(args, " "), err, out)
+	if pods, err := e.nbPods(); err != nil {
+		e.t.Logf("NB: %v", err)
+	} else {
+		for _, p := range pods {
+			for _, args := range [][]string{{"lr-policy-list", "ovn_cluster_router"}, {"find", "NAT", "external_ids:k8s.ovn.org/owner-controller=ovn-egress"}} {
+				out, err := e.nbctlIn(p.Name, args...)
+				e.t.Logf("ovn-nbctl %s in the NB of %s on %s (%v):\n%s", strings.Join(args, " "), p.Name, p.Spec.NodeName, err, out)
+			}
+		}
 	}
 	for _, sel := range []string{masterSelector, agentSelector} {
 		pods, err := e.kube.CoreV1().Pods(productNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -135,10 +180,42 @@ func rolledOut(d *appsv1.Deployment) bool {
 	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want
 }
 
-// setBackend restarts the master (a rolling update of its Deployment) with
-// --snat-backend=backend and waits until a new replica leads.
+// agentTranslates says whether the node agents translate their own zones
+// (interconnect, dist/ic: their DaemonSet runs them with --zone) rather
+// than the master one central NB.
+func (e *env) agentTranslates() bool {
+	e.t.Helper()
+	ctx, cancel := ctxTimeout(30 * time.Second)
+	defer cancel()
+	ds, err := e.kube.AppsV1().DaemonSets(productNamespace).Get(ctx, agentDaemonSet, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("get DaemonSet %s: %v", agentDaemonSet, err)
+	}
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == agentContainer && slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, zoneFlag) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// withBackend returns args with --snat-backend=backend in place of any
+// --snat-backend flag.
+func withBackend(args []string, backend string) []string {
+	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return strings.HasPrefix(a, backendFlag) })
+	return append(args, backendFlag+backend)
+}
+
+// setBackend switches the translation to --snat-backend=backend and waits
+// until it runs with it: in interconnect the node agents' DaemonSet (each
+// agent translates its own zone; the master only selects hosts and has no
+// use for the flag), else the master's Deployment (a new replica leads).
 func (e *env) setBackend(backend string) {
 	e.t.Helper()
+	if e.agentTranslates() {
+		e.setAgentBackend(backend)
+		return
+	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ctx, cancel := ctxTimeout(30 * time.Second)
 		defer cancel()
@@ -147,12 +224,9 @@ func (e *env) setBackend(backend string) {
 			return err
 		}
 		for i := range d.Spec.Template.Spec.Containers {
-			c := &d.Spec.Template.Spec.Containers[i]
-			if c.Name != masterContainer {
-				continue
+			if c := &d.Spec.Template.Spec.Containers[i]; c.Name == masterContainer {
+				c.Args = withBackend(c.Args, backend)
 			}
-			c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, backendFlag) })
-			c.Args = append(c.Args, backendFlag+backend)
 		}
 		_, err = e.kube.AppsV1().Deployments(productNamespace).Update(ctx, d, metav1.UpdateOptions{})
 		return err
@@ -162,6 +236,40 @@ func (e *env) setBackend(backend string) {
 	}
 	e.waitMasterLeads()
 	e.t.Logf("master runs with %s%s", backendFlag, backend)
+}
+
+// setAgentBackend rolls the node agents' DaemonSet to
+// --snat-backend=backend and waits until every agent runs with it.
+func (e *env) setAgentBackend(backend string) {
+	e.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ctx, cancel := ctxTimeout(30 * time.Second)
+		defer cancel()
+		ds, err := e.kube.AppsV1().DaemonSets(productNamespace).Get(ctx, agentDaemonSet, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range ds.Spec.Template.Spec.Containers {
+			if c := &ds.Spec.Template.Spec.Containers[i]; c.Name == agentContainer {
+				c.Args = withBackend(c.Args, backend)
+			}
+		}
+		_, err = e.kube.AppsV1().DaemonSets(productNamespace).Update(ctx, ds, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		e.t.Fatalf("set node agents %s%s: %v", backendFlag, backend, err)
+	}
+	e.eventually("node agents rolled out", 5*time.Minute, func() (bool, string) {
+		ds, err := e.kube.AppsV1().DaemonSets(productNamespace).Get(context.Background(), agentDaemonSet, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		s := ds.Status
+		return s.ObservedGeneration >= ds.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled &&
+			s.NumberAvailable == s.DesiredNumberScheduled && s.NumberUnavailable == 0, fmt.Sprintf("rollout: %+v", s)
+	})
+	e.t.Logf("node agents (zone translation) run with %s%s", backendFlag, backend)
 }
 
 // agentPod is the node agent pod on node ("" when there is none).

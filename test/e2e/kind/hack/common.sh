@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the other scripts: the pinned versions and every setting, each
 # overridable from the environment.
 set -euo pipefail
@@ -16,6 +17,12 @@ K8S_VERSION=${K8S_VERSION:-v1.35.8@sha256:07b2536e30b803ed61d1677a79df6115f798ce
 METALLB_VERSION=${METALLB_VERSION:-v0.15.3}
 
 # --- the cluster -----------------------------------------------------------
+# ic (default): ovn-kubernetes' default interconnect deployment, every node
+# its own zone with its own NB, and ovn-egress from dist/ic (the master
+# selects hosts, every node agent translates its own zone into its node's
+# NB). central: one zone holding every node (kind.sh --nodes-per-zone), and
+# ovn-egress from dist/master + dist/node (the master writes that one NB).
+E2E_MODE=${E2E_MODE:-ic}
 KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME:-ovn}
 KIND_NUM_WORKER=${KIND_NUM_WORKER:-2}     # + the control plane = 3 nodes, all schedulable
 GATEWAY_MODE=${GATEWAY_MODE:-shared}      # shared | local (ovn-kubernetes --gateway-mode)
@@ -28,6 +35,13 @@ export KUBECONFIG=${KUBECONFIG:-$WORK_DIR/kubeconfig}
 # OVN_KUBERNETES_REF (for example a cached build of the same commit).
 OVN_IMAGE=${OVN_IMAGE:-}
 JOIN_SUBNETS=${JOIN_SUBNETS:-100.64.0.0/16,fd98::/64}
+# Where a node's own NB socket (ovnnb_db.sock) lies on the node, in ic:
+# ovn-kubernetes' ovnkube-node pod (dist/templates/ovnkube-single-node-zone
+# .yaml.j2) mounts the host's /var/run/openvswitch at /var/run/ovn in its
+# nb-ovsdb container, whose ovsdb-server listens on
+# /var/run/ovn/ovnnb_db.sock. deploy.sh mounts this directory at
+# /var/run/ovn in the agent, so its --nb-address stays dist/ic's.
+OVN_RUN_DIR_HOST=${OVN_RUN_DIR_HOST:-/var/run/openvswitch}
 
 # --- ovn-egress and the suite ----------------------------------------------
 OVN_EGRESS_IMAGE=${OVN_EGRESS_IMAGE:-ghcr.io/ovn-egress/ovn-egress:e2e}
@@ -43,6 +57,16 @@ case $IP_FAMILY in
   *) echo "IP_FAMILY=$IP_FAMILY: want ipv4, ipv6 or dual" >&2; exit 1 ;;
 esac
 E2E_FAMILIES=${E2E_FAMILIES:-$E2E_FAMILIES_DEFAULT}
+
+# The ovn-kubernetes pods whose nb-ovsdb container holds an NB ovn-egress
+# writes (the suite's ovn-nbctl checks, logs.sh): one per node in ic, the
+# zone controller in central.
+case $E2E_MODE in
+  ic) E2E_NB_POD_SELECTOR_DEFAULT=app=ovnkube-node ;;
+  central) E2E_NB_POD_SELECTOR_DEFAULT=app=ovnkube-zone-controller ;;
+  *) echo "E2E_MODE=$E2E_MODE: want ic or central" >&2; exit 1 ;;
+esac
+E2E_NB_POD_SELECTOR=${E2E_NB_POD_SELECTOR:-$E2E_NB_POD_SELECTOR_DEFAULT}
 
 log() { echo "=== [$(date +%H:%M:%S)] $*"; }
 
@@ -63,4 +87,35 @@ retry() {
     sleep 5
   done
   return 1
+}
+
+# check_zones fails unless the cluster's interconnect zones, as
+# ovn-kubernetes annotates them on the Nodes (k8s.ovn.org/zone-name, what
+# ovn-egress reads), fit E2E_MODE. ic: every node is its own zone, named
+# after the node (dist/ic runs the agents with --zone=$(NODE_NAME)), and has
+# its transit-switch address (k8s.ovn.org/node-transit-switch-port-ifaddr:
+# other zones reroute to it). central: one zone holds every node.
+check_zones() {
+  local name zone transit zones=() bad=() distinct
+  while IFS='|' read -r name zone transit; do
+    [[ -n $name ]] || continue
+    zones+=("$zone")
+    if [[ $E2E_MODE == ic ]]; then
+      [[ $zone == "$name" ]] || bad+=("node $name is in zone '$zone', want its own zone '$name'")
+      [[ -n $transit ]] || bad+=("node $name has no k8s.ovn.org/node-transit-switch-port-ifaddr annotation")
+    fi
+  done < <(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.metadata.annotations.k8s\.ovn\.org/zone-name}{"|"}{.metadata.annotations.k8s\.ovn\.org/node-transit-switch-port-ifaddr}{"\n"}{end}')
+  ((${#zones[@]} > 0)) || bad+=("the cluster has no nodes")
+  if [[ $E2E_MODE == central ]]; then
+    distinct=$(printf '%s\n' "${zones[@]}" | sort -u)
+    if [[ $(wc -l <<<"$distinct") != 1 || -z $distinct ]]; then
+      bad+=("nodes are in zones '${distinct//$'\n'/,}': central needs one zone holding every node (the ovn-egress master writes its one NB)")
+    fi
+  fi
+  if ((${#bad[@]} > 0)); then
+    echo "E2E_MODE=$E2E_MODE does not fit this cluster (hack/up.sh creates it for E2E_MODE):" >&2
+    printf '  %s\n' "${bad[@]}" >&2
+    return 1
+  fi
+  log "zones fit E2E_MODE=$E2E_MODE: $(printf '%s\n' "${zones[@]}" | sort -u | paste -sd, -)"
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Collects what a failed run leaves behind into $ARTIFACTS: kind's node
 # logs, the product's pod logs, EgressServices, Services, nodes, events,
-# the NB's policies and NAT rows, the external container's log.
+# the policies, address sets and NAT rows of every NB ovn-egress writes
+# (one per node in E2E_MODE=ic: nb-<node>.txt), the external container's log.
 source "$(dirname "$0")/common.sh"
 mkdir -p "$ARTIFACTS"
 set +e
@@ -17,12 +18,16 @@ for pod in $(kubectl -n ovn-egress get pods -o name 2>/dev/null); do
   kubectl -n ovn-egress logs "$pod" --all-containers >"$ARTIFACTS/ovn-egress-${pod#pod/}.log" 2>&1
   kubectl -n ovn-egress logs "$pod" --all-containers --previous >"$ARTIFACTS/ovn-egress-${pod#pod/}.previous.log" 2>/dev/null
 done
-nbpod=$(kubectl -n ovn-kubernetes get pods -l app=ovnkube-zone-controller -o name 2>/dev/null | head -1)
-if [[ -n $nbpod ]]; then
+# Every NB ovn-egress writes: each node's own in ic, the zone
+# controller's in central (E2E_NB_POD_SELECTOR).
+while read -r nbpod node; do
+  [[ -n $nbpod ]] || continue
   for args in "lr-policy-list ovn_cluster_router" "list Address_Set" "find NAT external_ids:k8s.ovn.org/owner-controller=ovn-egress"; do
-    echo "### ovn-nbctl $args"
-    kubectl -n ovn-kubernetes exec "$nbpod" -c nb-ovsdb -- ovn-nbctl $args
-  done >"$ARTIFACTS/nb.txt" 2>&1
-fi
+    echo "### ovn-nbctl $args (pod $nbpod on $node)"
+    # shellcheck disable=SC2086 # $args splits into ovn-nbctl's words on purpose
+    kubectl -n ovn-kubernetes exec "$nbpod" -c nb-ovsdb -- ovn-nbctl $args </dev/null
+  done >"$ARTIFACTS/nb-$node.txt" 2>&1
+done < <(kubectl -n ovn-kubernetes get pods -l "$E2E_NB_POD_SELECTOR" \
+  -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.spec.nodeName}{"\n"}{end}' 2>/dev/null)
 "$OCI_BIN" logs "$E2E_EXTERNAL_CONTAINER" >"$ARTIFACTS/external.log" 2>&1
 echo "logs in $ARTIFACTS"

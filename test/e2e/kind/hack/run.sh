@@ -4,12 +4,12 @@
 source "$(dirname "$0")/common.sh"
 need go
 mkdir -p "$ARTIFACTS"
-export OCI_BIN E2E_ECHO_IMAGE E2E_EXTERNAL_CONTAINER E2E_FAMILIES E2E_METALLB_POOL
+export OCI_BIN E2E_ECHO_IMAGE E2E_EXTERNAL_CONTAINER E2E_FAMILIES E2E_METALLB_POOL E2E_NB_POD_SELECTOR
 export E2E_KIND_NETWORK=$KIND_NETWORK
 if [[ -z ${E2E_CLUSTER_SUBNETS:-} ]]; then
   E2E_CLUSTER_SUBNETS=$(kubectl -n ovn-kubernetes get configmap ovn-config -o jsonpath='{.data.net_cidr}' | tr ',' '\n' | cut -d/ -f1,2 | paste -sd, -)
   export E2E_CLUSTER_SUBNETS
 fi
 cd "$E2E_DIR"
-log "go test (families $E2E_FAMILIES, $GATEWAY_MODE gateway)"
+log "go test (E2E_MODE=$E2E_MODE, families $E2E_FAMILIES, $GATEWAY_MODE gateway)"
 go test -count=1 -timeout 90m -v "$@" . 2>&1 | tee "$ARTIFACTS/e2e.log"
