@@ -21,7 +21,6 @@ import (
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // The suite's shared pieces: one kube-apiserver for the package and the
@@ -251,113 +250,6 @@ func (c *cluster) startAgent(node string) *testenv.Process {
 	return p
 }
 
-// playMetalLB keeps each egress Service's ingress IPs on exactly the node
-// labelled egress-service.k8s.ovn.org/<ns>-<name> (host backend; with the
-// ovn backend the GR answers for the address itself).
-func (c *cluster) playMetalLB(ctx context.Context) {
-	for ctx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
-		if c.opts.backend != "host" {
-			continue
-		}
-		want := map[netip.Addr]string{}
-		backend := map[netip.Addr]netip.Addr{} // LB IP -> first endpoint of its family
-		ess, err := kube.Egress.K8sV1().EgressServices(c.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			continue
-		}
-		nodes, err := kube.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			continue
-		}
-		for _, es := range ess.Items {
-			svc, err := kube.Client.CoreV1().Services(c.ns).Get(ctx, es.Name, metav1.GetOptions{})
-			if err != nil {
-				continue
-			}
-			for _, n := range nodes.Items {
-				if _, ok := n.Labels[translate.NodeLabel(es.Namespace, es.Name)]; !ok {
-					continue
-				}
-				for _, in := range svc.Status.LoadBalancer.Ingress {
-					if ip, err := netip.ParseAddr(in.IP); err == nil {
-						want[ip] = n.Name
-						backend[ip] = c.firstEndpoint(ctx, es.Name, ipfamily.Of(ip))
-					}
-				}
-			}
-		}
-		c.mu.Lock()
-		for ip, node := range c.announced {
-			if want[ip] != node {
-				c.dp.Withdraw(c.t, node, ip)
-				delete(c.announced, ip)
-			}
-		}
-		changed := map[string]bool{}
-		for ip, node := range want {
-			if c.announced[ip] != node || c.dnat[ip] != backend[ip] {
-				changed[node] = true
-			}
-			if c.announced[ip] != node {
-				c.dp.Announce(c.t, node, ip)
-				c.announced[ip] = node
-			}
-			c.dnat[ip] = backend[ip]
-		}
-		for node := range changed {
-			c.loadBalance(node)
-		}
-		c.mu.Unlock()
-	}
-}
-
-// firstEndpoint returns the Service's first endpoint of family f.
-func (c *cluster) firstEndpoint(ctx context.Context, svc string, f ipfamily.Family) netip.Addr {
-	slices, err := kube.Client.DiscoveryV1().EndpointSlices(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc})
-	if err != nil {
-		return netip.Addr{}
-	}
-	for _, s := range slices.Items {
-		for _, e := range s.Endpoints {
-			for _, a := range e.Addresses {
-				if ip, err := netip.ParseAddr(a); err == nil && ipfamily.Of(ip) == f {
-					return ip
-				}
-			}
-		}
-	}
-	return netip.Addr{}
-}
-
-// loadBalance plays the Service's load balancer on the node holding its
-// ingress IPs: TCP to <ingress IP>:80 is DNATed to the first endpoint's
-// echo (port 7777), so the outside world reaches the Service through the
-// LB IP, and the backend's replies must come back through the same host.
-func (c *cluster) loadBalance(node string) {
-	var rules []string
-	for ip, n := range c.announced {
-		be := c.dnat[ip]
-		if n != node || !be.IsValid() {
-			continue
-		}
-		m := "ip"
-		if ipfamily.Of(ip) == ipfamily.V6 {
-			m = "ip6"
-		}
-		rules = append(rules, fmt.Sprintf("  %s daddr %s tcp dport 80 dnat %s to %s", m, ip, m, netip.AddrPortFrom(be, echoPort)))
-	}
-	h := c.dp.Hosts[node]
-	_, _ = h.Run("nft", "delete", "table", "inet", "oe-lb")
-	if len(rules) == 0 {
-		return
-	}
-	conf := "table inet oe-lb {\n chain pre {\n  type nat hook prerouting priority dstnat; policy accept;\n" + strings.Join(rules, "\n") + "\n }\n}\n"
-	if out, err := h.Run("sh", "-c", "printf '"+conf+"' | nft -f -"); err != nil {
-		c.t.Errorf("load balancer on %s: %v %s", node, err, out)
-	}
-}
-
 // addPod starts a pod on node with addresses .k of each family.
 func (c *cluster) addPod(name, node string, k int) *pod {
 	n := c.topo.Node(node)
@@ -487,20 +379,6 @@ func (c *cluster) expectSourceFamily(p *pod, f ipfamily.Family, timeout time.Dur
 			}
 			c.t.Logf("%s from %s on %s: seen %s after %s", proto, p.name, p.node, got, took.Round(time.Millisecond))
 		}
-	}
-}
-
-// expectIngress checks that the outside world reaches the Service through
-// its ingress IPs and that the backend sees the client's own address.
-func (c *cluster) expectIngress(lb []netip.Addr, timeout time.Duration) {
-	c.t.Helper()
-	for _, ip := range lb {
-		got, took, err := testenv.AskUntil(c.dp.Ext, "tcp", netip.AddrPortFrom(ip, 80), timeout, c.dp.ExtIPs()...)
-		if err != nil {
-			c.dumpLogs()
-			c.t.Fatalf("outside → %s:80: %v (backend saw %s)", ip, err, got)
-		}
-		c.t.Logf("outside → %s:80: the backend saw %s after %s", ip, got, took.Round(time.Millisecond))
 	}
 }
 

@@ -1,0 +1,160 @@
+package translate
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+)
+
+// The rows besides the per-host reroutes: fail-closed drops, the
+// interconnect cluster route, and the rendering of accumulated sets into
+// Address_Set, policy and NAT rows.
+
+// addUnassigned puts every endpoint of a LoadBalancerIP EgressService that
+// is rerouted nowhere (no host, host not ready, family without ingress IP)
+// into the drop sets: fail closed.
+func (t *translator) addUnassigned(svcs []*service) {
+	for _, s := range svcs {
+		if s.es.Spec.SourceIPBy == egressv1.Network || s.svc == nil || !IsLoadBalancer(s.svc) {
+			continue
+		}
+		dropped := 0
+		for _, e := range s.eps {
+			if t.rerouted[e.IP] || !t.inZone(e.Node) {
+				continue
+			}
+			f := ipfamily.Of(e.IP)
+			t.set(setKey{unassignedName, OwnerUnassigned, f}, netip.Addr{}).addrs[e.IP] = true
+			dropped++
+		}
+		if dropped > 0 {
+			t.problem(s.key, ReasonUnassignedTrafficDrop, "%d endpoint(s) have no working host; their traffic leaving the cluster is dropped (--unassigned-traffic=drop)", dropped)
+		}
+	}
+	// The drop policy exists for every family even when empty, so that it
+	// does not come and go with endpoints.
+	for _, f := range t.in.Config.Families() {
+		t.set(setKey{unassignedName, OwnerUnassigned, f}, netip.Addr{})
+	}
+}
+
+// addClusterRoutes gives every host of this zone that serves a
+// LoadBalancerIP service a src-ip route of the cluster subnets to its GR: in
+// interconnect, pod traffic of other zones arrives over the transit switch
+// and must be routed before the reroute policies see it (ovn_cluster_router
+// routes, then applies policies). A route someone else already has for the
+// subnet (ovn-kubernetes, with its egress features on) is left to them.
+func (t *translator) addClusterRoutes(svcs []*service) {
+	hosts := map[string]bool{}
+	for _, s := range svcs {
+		if (s.mode == modeHost || s.mode == modeGateway) && t.inZone(s.host.Name) {
+			hosts[s.host.Name] = true
+		}
+	}
+	for host := range hosts {
+		n := t.in.Nodes[host]
+		for _, subnet := range t.in.Config.ClusterSubnets {
+			f := ipfamily.OfPrefix(subnet)
+			if t.in.ForeignClusterRoutes[subnet.Masked()] {
+				continue
+			}
+			join, ok := n.JoinIPs[f]
+			if gw, found := t.in.Gateways[host]; found && gw.JoinIPs[f].IsValid() {
+				join, ok = gw.JoinIPs[f], true
+			}
+			if !ok {
+				continue
+			}
+			t.rows(NodeKey(host)).Routes = append(t.rows(NodeKey(host)).Routes, StaticRoute{Router: ClusterRouter,
+				IPPrefix: subnet.Masked().String(), Nexthop: join.String(), Policy: "src-ip",
+				ExternalIDs: ownerIDs(OwnerClusterRoute, host, f)})
+		}
+	}
+}
+
+// emitSets turns every accumulated set into its Address_Set, its reroute
+// (or drop) policy, its allow policy and, on the gateway path, its NAT rows.
+func (t *translator) emitSets() {
+	cfg := t.in.Config
+	for k, acc := range t.sets {
+		key := NodeKey(k.node)
+		if k.owner == OwnerUnassigned {
+			key = UnassignedKey
+		}
+		r := t.rows(key)
+		ids := ownerIDs(k.owner, k.node, k.family)
+		name := AddressSetName(ids[KeyID])
+		r.AddressSets = append(r.AddressSets, AddressSet{Name: name, Addresses: addrStrings(acc.addrs), ExternalIDs: ids})
+		src := fmt.Sprintf("%s.src == $%s", k.family.OVNMatch(), name)
+		main := Policy{Router: ClusterRouter, Priority: cfg.ReroutePriority, Match: src, Action: ActionReroute,
+			Nexthops: []string{acc.nexthop.String()}, ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionReroute)}
+		if k.owner == OwnerUnassigned {
+			main = Policy{Router: ClusterRouter, Priority: cfg.ReroutePriority, Match: src, Action: ActionDrop,
+				ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionDrop)}
+		}
+		r.Policies = append(r.Policies, main, Policy{Router: ClusterRouter, Priority: cfg.AllowPriority,
+			Match: src + " && " + t.allowDestinations(k.family), Action: ActionAllow,
+			ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionAllow)})
+		for ep, ext := range acc.nats {
+			ids := ownerIDs(OwnerNAT, k.node, k.family, ep.String())
+			ids[KeyService] = acc.natSvc[ep]
+			r.NATs = append(r.NATs, NAT{Router: GatewayRouter(k.node), Type: "snat", ExternalIP: ext.String(), LogicalIP: ep.String(), ExternalIDs: ids})
+		}
+	}
+}
+
+// allowDestinations is the destination half of an allow policy: the
+// cluster, join and service networks and the node-IP set of the family.
+// Written positively: a negation (!=) in a match explodes into a cross
+// product of OpenFlow flows in ovn-controller.
+func (t *translator) allowDestinations(f ipfamily.Family) string {
+	var parts []string
+	for _, ps := range [][]netip.Prefix{t.in.Config.ClusterSubnets, t.in.Config.JoinSubnets, t.in.Config.ServiceCIDRs} {
+		for _, p := range ps {
+			if ipfamily.OfPrefix(p) == f {
+				parts = append(parts, p.Masked().String())
+			}
+		}
+	}
+	parts = append(parts, "$"+NodeIPsSetName(f))
+	return fmt.Sprintf("%s.dst == {%s}", f.OVNMatch(), strings.Join(parts, ", "))
+}
+
+// NodeIPsSetName is the name of the cluster-wide node-IP address set of a family.
+func NodeIPsSetName(f ipfamily.Family) string {
+	return AddressSetName(setID(OwnerNodeIPs, "node-ips", f))
+}
+
+// emitNodeIPs writes the cluster-wide node-IP sets, one per family.
+func (t *translator) emitNodeIPs() {
+	r := t.rows(ClusterKey)
+	for _, f := range t.in.Config.Families() {
+		addrs := map[netip.Addr]bool{}
+		for _, n := range t.in.Nodes {
+			for _, ip := range n.HostIPs {
+				if ipfamily.Of(ip) == f {
+					addrs[ip] = true
+				}
+			}
+		}
+		ids := ownerIDs(OwnerNodeIPs, "node-ips", f)
+		r.AddressSets = append(r.AddressSets, AddressSet{Name: AddressSetName(ids[KeyID]), Addresses: addrStrings(addrs), ExternalIDs: ids})
+	}
+}
+
+func addrStrings(m map[netip.Addr]bool) []string {
+	ips := make([]netip.Addr, 0, len(m))
+	for ip := range m {
+		ips = append(ips, ip)
+	}
+	slices.SortFunc(ips, func(a, b netip.Addr) int { return a.Compare(b) })
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
+}
