@@ -195,137 +195,115 @@ func BuildPlan(ctx context.Context, c client.Client, keys []translate.Key, desir
 	return p, nil
 }
 
-func (p *Plan) diffAddressSets(want []translate.AddressSet, have []nbdb.AddressSet) {
-	byID := map[string][]nbdb.AddressSet{}
-	for _, r := range have {
-		byID[r.ExternalIDs[translate.KeyID]] = append(byID[r.ExternalIDs[translate.KeyID]], r)
+// match pairs the desired rows with the owned rows by k8s.ovn.org/id and
+// calls found for each pair (the first of any duplicates), missing for a
+// desired row NB lacks, and extra for every owned row nobody wants
+// (duplicates included), extra rows in id order.
+func match[W, H any](want []W, have []H, wantIDs func(*W) map[string]string, haveIDs func(*H) map[string]string,
+	found func(w W, cur H), missing func(w W), extra func(id string, h H)) {
+	byID := map[string][]H{}
+	for _, h := range have {
+		id := haveIDs(&h)[translate.KeyID]
+		byID[id] = append(byID[id], h)
 	}
 	for _, w := range want {
-		id := w.ExternalIDs[translate.KeyID]
+		id := wantIDs(&w)[translate.KeyID]
 		rows := byID[id]
 		delete(byID, id)
 		if len(rows) == 0 {
-			p.asCreate = append(p.asCreate, w)
+			missing(w)
 			continue
 		}
-		p.asDelete = append(p.asDelete, rows[1:]...) // duplicates
-		cur := rows[0]
-		u := asUpdate{uuid: cur.UUID, id: id}
-		have := map[string]bool{}
-		for _, a := range cur.Addresses {
-			have[a] = true
+		for _, dup := range rows[1:] {
+			extra(id, dup)
 		}
-		for _, a := range w.Addresses {
-			if !have[a] {
-				u.add = append(u.add, a)
-			}
-			delete(have, a)
-		}
-		u.del = slices.Sorted(maps.Keys(have))
-		if cur.Name != w.Name || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
-			u.ids, u.name = w.ExternalIDs, w.Name
-		}
-		if len(u.add) > 0 || len(u.del) > 0 || u.ids != nil {
-			p.asUpdate = append(p.asUpdate, u)
-		}
+		found(w, rows[0])
 	}
 	for _, id := range slices.Sorted(maps.Keys(byID)) {
-		p.asDelete = append(p.asDelete, byID[id]...)
+		for _, h := range byID[id] {
+			extra(id, h)
+		}
 	}
+}
+
+func (p *Plan) diffAddressSets(want []translate.AddressSet, have []nbdb.AddressSet) {
+	match(want, have, func(w *translate.AddressSet) map[string]string { return w.ExternalIDs },
+		func(h *nbdb.AddressSet) map[string]string { return h.ExternalIDs },
+		func(w translate.AddressSet, cur nbdb.AddressSet) {
+			u := asUpdate{uuid: cur.UUID, id: w.ExternalIDs[translate.KeyID]}
+			had := map[string]bool{}
+			for _, a := range cur.Addresses {
+				had[a] = true
+			}
+			for _, a := range w.Addresses {
+				if !had[a] {
+					u.add = append(u.add, a)
+				}
+				delete(had, a)
+			}
+			u.del = slices.Sorted(maps.Keys(had))
+			if cur.Name != w.Name || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
+				u.ids, u.name = w.ExternalIDs, w.Name
+			}
+			if len(u.add) > 0 || len(u.del) > 0 || u.ids != nil {
+				p.asUpdate = append(p.asUpdate, u)
+			}
+		},
+		func(w translate.AddressSet) { p.asCreate = append(p.asCreate, w) },
+		func(_ string, h nbdb.AddressSet) { p.asDelete = append(p.asDelete, h) })
 }
 
 func (p *Plan) diffPolicies(want []translate.Policy, have []nbdb.LogicalRouterPolicy, refs *routerRefs) {
-	byID := map[string][]nbdb.LogicalRouterPolicy{}
-	for _, r := range have {
-		byID[r.ExternalIDs[translate.KeyID]] = append(byID[r.ExternalIDs[translate.KeyID]], r)
-	}
-	for _, w := range want {
-		id := w.ExternalIDs[translate.KeyID]
-		rows := byID[id]
-		delete(byID, id)
-		if len(rows) == 0 {
-			p.polCreate = append(p.polCreate, w)
-			continue
-		}
-		for _, dup := range rows[1:] {
-			p.polDelete = append(p.polDelete, attached{dup.UUID, id, refs.router(dup.UUID)})
-		}
-		cur := rows[0]
-		if cur.Priority != w.Priority || cur.Match != w.Match || string(cur.Action) != w.Action ||
-			!slices.Equal(sortedCopy(cur.Nexthops), sortedCopy(w.Nexthops)) || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
-			p.polUpdate = append(p.polUpdate, polUpdate{cur.UUID, w})
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(byID)) {
-		for _, r := range byID[id] {
-			p.polDelete = append(p.polDelete, attached{r.UUID, id, refs.router(r.UUID)})
-		}
-	}
+	match(want, have, func(w *translate.Policy) map[string]string { return w.ExternalIDs },
+		func(h *nbdb.LogicalRouterPolicy) map[string]string { return h.ExternalIDs },
+		func(w translate.Policy, cur nbdb.LogicalRouterPolicy) {
+			if cur.Priority != w.Priority || cur.Match != w.Match || string(cur.Action) != w.Action ||
+				!slices.Equal(sortedCopy(cur.Nexthops), sortedCopy(w.Nexthops)) || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
+				p.polUpdate = append(p.polUpdate, polUpdate{cur.UUID, w})
+			}
+		},
+		func(w translate.Policy) { p.polCreate = append(p.polCreate, w) },
+		func(id string, h nbdb.LogicalRouterPolicy) {
+			p.polDelete = append(p.polDelete, attached{h.UUID, id, refs.router(h.UUID)})
+		})
 }
 
 func (p *Plan) diffNATs(want []translate.NAT, have []nbdb.NAT, refs *routerRefs) {
-	byID := map[string][]nbdb.NAT{}
-	for _, r := range have {
-		byID[r.ExternalIDs[translate.KeyID]] = append(byID[r.ExternalIDs[translate.KeyID]], r)
-	}
-	for _, w := range want {
-		id := w.ExternalIDs[translate.KeyID]
-		rows := byID[id]
-		delete(byID, id)
-		if len(rows) == 0 {
-			p.natCreate = append(p.natCreate, w)
-			continue
-		}
-		for _, dup := range rows[1:] {
-			p.natDelete = append(p.natDelete, attached{dup.UUID, id, refs.router(dup.UUID)})
-		}
-		cur := rows[0]
-		if r := refs.router(cur.UUID); r != w.Router {
-			p.natDelete = append(p.natDelete, attached{cur.UUID, id, r})
-			p.natCreate = append(p.natCreate, w)
-			continue
-		}
-		if string(cur.Type) != w.Type || cur.ExternalIP != w.ExternalIP || cur.LogicalIP != w.LogicalIP || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
-			p.natUpdate = append(p.natUpdate, natUpdate{cur.UUID, w})
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(byID)) {
-		for _, r := range byID[id] {
-			p.natDelete = append(p.natDelete, attached{r.UUID, id, refs.router(r.UUID)})
-		}
-	}
+	match(want, have, func(w *translate.NAT) map[string]string { return w.ExternalIDs },
+		func(h *nbdb.NAT) map[string]string { return h.ExternalIDs },
+		func(w translate.NAT, cur nbdb.NAT) {
+			// A NAT row on another router moves: deleted there, created here.
+			if r := refs.router(cur.UUID); r != w.Router {
+				p.natDelete = append(p.natDelete, attached{cur.UUID, w.ExternalIDs[translate.KeyID], r})
+				p.natCreate = append(p.natCreate, w)
+				return
+			}
+			if string(cur.Type) != w.Type || cur.ExternalIP != w.ExternalIP || cur.LogicalIP != w.LogicalIP || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
+				p.natUpdate = append(p.natUpdate, natUpdate{cur.UUID, w})
+			}
+		},
+		func(w translate.NAT) { p.natCreate = append(p.natCreate, w) },
+		func(id string, h nbdb.NAT) {
+			p.natDelete = append(p.natDelete, attached{h.UUID, id, refs.router(h.UUID)})
+		})
 }
 
 func (p *Plan) diffRoutes(want []translate.StaticRoute, have []nbdb.LogicalRouterStaticRoute, refs *routerRefs) {
-	byID := map[string][]nbdb.LogicalRouterStaticRoute{}
-	for _, r := range have {
-		byID[r.ExternalIDs[translate.KeyID]] = append(byID[r.ExternalIDs[translate.KeyID]], r)
-	}
-	for _, w := range want {
-		id := w.ExternalIDs[translate.KeyID]
-		rows := byID[id]
-		delete(byID, id)
-		if len(rows) == 0 {
-			p.rtCreate = append(p.rtCreate, w)
-			continue
-		}
-		for _, dup := range rows[1:] {
-			p.rtDelete = append(p.rtDelete, attached{dup.UUID, id, refs.router(dup.UUID)})
-		}
-		cur := rows[0]
-		policy := ""
-		if cur.Policy != nil {
-			policy = string(*cur.Policy)
-		}
-		if cur.IPPrefix != w.IPPrefix || cur.Nexthop != w.Nexthop || policy != w.Policy || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
-			p.rtUpdate = append(p.rtUpdate, rtUpdate{cur.UUID, w})
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(byID)) {
-		for _, r := range byID[id] {
-			p.rtDelete = append(p.rtDelete, attached{r.UUID, id, refs.router(r.UUID)})
-		}
-	}
+	match(want, have, func(w *translate.StaticRoute) map[string]string { return w.ExternalIDs },
+		func(h *nbdb.LogicalRouterStaticRoute) map[string]string { return h.ExternalIDs },
+		func(w translate.StaticRoute, cur nbdb.LogicalRouterStaticRoute) {
+			policy := ""
+			if cur.Policy != nil {
+				policy = string(*cur.Policy)
+			}
+			if cur.IPPrefix != w.IPPrefix || cur.Nexthop != w.Nexthop || policy != w.Policy || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
+				p.rtUpdate = append(p.rtUpdate, rtUpdate{cur.UUID, w})
+			}
+		},
+		func(w translate.StaticRoute) { p.rtCreate = append(p.rtCreate, w) },
+		func(id string, h nbdb.LogicalRouterStaticRoute) {
+			p.rtDelete = append(p.rtDelete, attached{h.UUID, id, refs.router(h.UUID)})
+		})
 }
 
 func sortedCopy(s []string) []string {
