@@ -12,6 +12,11 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
+// chunk is how many non-root rows one group creates or deletes together
+// with the router mutation that (de)references them: at most 1000, and
+// small enough that a group fits the operation bound.
+func (a *Applier) chunk() int { return max(1, min(1000, a.maxOps-1)) }
+
 // DefaultMaxOps bounds the operations of one transaction: a very large plan
 // (a first sync, a big sweep) is split between keys, so no single transaction
 // stalls a RAFT leader past its election timer.
@@ -150,50 +155,57 @@ func (a *Applier) ops(p *Plan) ([]opGroup, error) {
 		groups = append(groups, opGroup{ops: ops})
 		return nil
 	}
+	// A row deleted while still referenced fails the transaction's
+	// referential integrity, so rows and the mutation that dereferences
+	// them share a group; a big sweep becomes groups of at most a chunk of
+	// rows each, router by router.
 	detach := func(rows []attached, column string, del func(uuid string) ([]ovsdb.Operation, error)) error {
 		byRouter := map[string][]string{}
 		var routers []string
 		for _, r := range rows {
-			ops, err := del(r.uuid)
-			if err := add(ops, err); err != nil {
-				return err
-			}
-			if r.router == "" {
-				continue // referenced by nothing: the delete alone removes it
-			}
-			if byRouter[r.router] == nil {
+			if _, ok := byRouter[r.router]; !ok {
 				routers = append(routers, r.router)
 			}
 			byRouter[r.router] = append(byRouter[r.router], r.uuid)
 		}
 		for _, router := range routers {
-			ops, err := routerMutation(a.c, router, column, ovsdb.MutateOperationDelete, byRouter[router])
-			if err := add(ops, err); err != nil {
-				return err
+			uuids := byRouter[router]
+			for i := 0; i < len(uuids); i += a.chunk() {
+				chunk := uuids[i:min(i+a.chunk(), len(uuids))]
+				var g opGroup
+				for _, u := range chunk {
+					ops, err := del(u)
+					if err != nil {
+						return err
+					}
+					g.ops = append(g.ops, ops...)
+				}
+				if router != "" { // "": referenced by nothing, the delete alone removes it
+					ops, err := routerMutation(a.c, router, column, ovsdb.MutateOperationDelete, chunk)
+					if err != nil {
+						return err
+					}
+					g.ops = append(g.ops, ops...)
+				}
+				groups = append(groups, g)
 			}
 		}
 		return nil
 	}
-	// A row deleted while still referenced fails the transaction's
-	// referential integrity, so a row and its dereference share one group.
-	if len(p.polDelete) > 0 || len(p.natDelete) > 0 || len(p.rtDelete) > 0 {
-		start := len(groups)
-		if err := detach(p.polDelete, "policies", func(u string) ([]ovsdb.Operation, error) {
-			return a.c.Where(&nbdb.LogicalRouterPolicy{UUID: u}).Delete()
-		}); err != nil {
-			return nil, err
-		}
-		if err := detach(p.natDelete, "nat", func(u string) ([]ovsdb.Operation, error) {
-			return a.c.Where(&nbdb.NAT{UUID: u}).Delete()
-		}); err != nil {
-			return nil, err
-		}
-		if err := detach(p.rtDelete, "static_routes", func(u string) ([]ovsdb.Operation, error) {
-			return a.c.Where(&nbdb.LogicalRouterStaticRoute{UUID: u}).Delete()
-		}); err != nil {
-			return nil, err
-		}
-		groups = append(groups[:start], merge(groups[start:]))
+	if err := detach(p.polDelete, "policies", func(u string) ([]ovsdb.Operation, error) {
+		return a.c.Where(&nbdb.LogicalRouterPolicy{UUID: u}).Delete()
+	}); err != nil {
+		return nil, err
+	}
+	if err := detach(p.natDelete, "nat", func(u string) ([]ovsdb.Operation, error) {
+		return a.c.Where(&nbdb.NAT{UUID: u}).Delete()
+	}); err != nil {
+		return nil, err
+	}
+	if err := detach(p.rtDelete, "static_routes", func(u string) ([]ovsdb.Operation, error) {
+		return a.c.Where(&nbdb.LogicalRouterStaticRoute{UUID: u}).Delete()
+	}); err != nil {
+		return nil, err
 	}
 	for _, r := range p.asDelete {
 		if err := add(a.c.Where(&nbdb.AddressSet{UUID: r.UUID}).Delete()); err != nil {
@@ -296,7 +308,7 @@ type attachedModel struct {
 // transactions. Each chunk's insert and mutation stay in one group: an
 // unreferenced row of a non-root table would be garbage-collected.
 func (a *Applier) createAttached(column string, rows []attachedModel) ([]opGroup, error) {
-	const chunk = 1000
+	chunk := a.chunk()
 	byRouter := map[string][]model.Model{}
 	var order []string
 	for _, r := range rows {
@@ -327,17 +339,6 @@ func (a *Applier) createAttached(column string, rows []attachedModel) ([]opGroup
 		}
 	}
 	return groups, nil
-}
-
-func merge(gs []opGroup) opGroup {
-	var out opGroup
-	for _, g := range gs {
-		for _, m := range g.mustMatch {
-			out.mustMatch = append(out.mustMatch, mutateCheck{index: len(out.ops) + m.index, router: m.router})
-		}
-		out.ops = append(out.ops, g.ops...)
-	}
-	return out
 }
 
 func policyModel(p translate.Policy) *nbdb.LogicalRouterPolicy {

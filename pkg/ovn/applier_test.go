@@ -450,3 +450,37 @@ func TestRAFTClusterLeaderFailover(t *testing.T) {
 		t.Errorf("policies after failover: %q", got)
 	}
 }
+
+// TestLargeSweepIsSplit: creating and then sweeping thousands of NAT rows
+// stays within the operation bound per transaction.
+func TestLargeSweepIsSplit(t *testing.T) {
+	e := newEnv(t, ipfamily.V4)
+	e.in.Config.Backend = translate.BackendOVN
+	var eps []string
+	for i := 0; i < 1200; i++ {
+		eps = append(eps, fmt.Sprintf("10.244.%d.%d@node%d", 10+i/200, 1+i%200, 1+i%3))
+	}
+	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, eps...)
+	a := ovn.NewApplier(e.c, 300)
+	st, err := a.Apply(context.Background(), e.allKeys(), translate.Translate(e.in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Transactions < st.Operations/300 || st.Transactions < 4 {
+		t.Errorf("create: %d operations in %d transactions with a bound of 300", st.Operations, st.Transactions)
+	}
+	if n := strings.Count(e.nbctl("lr-nat-list", "GR_node2"), "172.18.0.100"); n != 1200 {
+		t.Fatalf("%d NAT rows", n)
+	}
+	e.in.EgressServices = nil
+	st, err = a.Apply(context.Background(), e.allKeys(), translate.Translate(e.in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Transactions < 4 || st.Changes < 1200 {
+		t.Errorf("sweep: %d changes in %d transactions", st.Changes, st.Transactions)
+	}
+	if n := strings.Count(e.nbctl("lr-nat-list", "GR_node2"), "172.18.0.100"); n != 0 {
+		t.Errorf("%d NAT rows left", n)
+	}
+}
