@@ -45,7 +45,9 @@ func newLogger(c *cli.Context, component string) (*logrus.Entry, error) {
 	default:
 		return nil, fmt.Errorf("--log-format: want text or json, got %q", c.String("log-format"))
 	}
-	return l.WithField("component", component), nil
+	entry := l.WithField("component", component)
+	routeKlog(entry)
+	return entry, nil
 }
 
 func kubeFlags() []cli.Flag {
