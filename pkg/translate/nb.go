@@ -87,7 +87,8 @@ type translator struct {
 	d        *Desired
 	sets     map[setKey]*setAcc
 	rerouted map[netip.Addr]bool
-	reported map[string]bool // problem de-duplication
+	reported map[string]bool                // problem de-duplication
+	current  map[string]map[netip.Addr]bool // parsed NB members, by owner/node
 }
 
 // Translate computes the desired NB rows of the whole input (restricted to
@@ -95,7 +96,7 @@ type translator struct {
 // in the same order.
 func Translate(in Input) *Desired {
 	t := &translator{in: in, d: &Desired{Rows: map[Key]*Rows{}}, sets: map[setKey]*setAcc{},
-		rerouted: map[netip.Addr]bool{}, reported: map[string]bool{}}
+		rerouted: map[netip.Addr]bool{}, reported: map[string]bool{}, current: map[string]map[netip.Addr]bool{}}
 	var svcs []*service
 	for _, es := range sortedEgressServices(in.EgressServices) {
 		svcs = append(svcs, t.resolve(es))
@@ -249,7 +250,8 @@ func (t *translator) addHosted(s *service) {
 			byFamily[ipfamily.Of(e.IP)] = append(byFamily[ipfamily.Of(e.IP)], e)
 		}
 	}
-	var eligible map[netip.Addr]bool
+	var eligible admission
+	decided := false
 	for _, f := range t.in.Config.Families() {
 		eps := byFamily[f]
 		ingress, ok := s.ingress[f]
@@ -273,11 +275,11 @@ func (t *translator) addHosted(s *service) {
 			continue
 		}
 		acc := t.set(setKey{s.host.Name, owner, f}, nexthop)
-		if owner == OwnerHost && eligible == nil {
-			eligible = t.eligible(s, s.host, s.eps, AddressSetName(setID(OwnerHost, s.host.Name, f)), AddressSetName(setID(OwnerHost, s.host.Name, otherFamily(f))))
+		if owner == OwnerHost && !decided {
+			eligible, decided = t.eligible(s, s.host, OwnerHost), true
 		}
 		for _, e := range eps {
-			if owner == OwnerHost && !eligible[e.IP] {
+			if owner == OwnerHost && !eligible.admits(e.IP) {
 				continue
 			}
 			acc.addrs[e.IP] = true
@@ -311,18 +313,19 @@ func (t *translator) addNetwork(s *service) {
 			continue
 		}
 		eps := byNode[name]
-		var eligible map[netip.Addr]bool
+		var eligible admission
+		decided := false
 		for _, f := range t.in.Config.Families() {
 			nexthop, ok := t.nexthop(s.key, n, OwnerNetwork, f)
 			if !ok {
 				continue
 			}
 			acc := t.set(setKey{name, OwnerNetwork, f}, nexthop)
-			if eligible == nil {
-				eligible = t.eligible(s, n, eps, AddressSetName(setID(OwnerNetwork, name, f)), AddressSetName(setID(OwnerNetwork, name, otherFamily(f))))
+			if !decided {
+				eligible, decided = t.eligible(s, n, OwnerNetwork), true
 			}
 			for _, e := range eps {
-				if ipfamily.Of(e.IP) == f && eligible[e.IP] {
+				if ipfamily.Of(e.IP) == f && eligible.admits(e.IP) {
 					acc.addrs[e.IP] = true
 					t.rerouted[e.IP] = true
 				}
@@ -352,53 +355,57 @@ func (t *translator) nexthop(svcKey string, n *NodeInfo, owner string, f ipfamil
 	return netip.Addr{}, false
 }
 
-// eligible returns the endpoints that may be rerouted to node n now, by the
+// admission says which endpoints of a service may be rerouted to a node now.
+type admission struct {
+	all     bool                // every endpoint (the agent caught up)
+	current map[netip.Addr]bool // otherwise only these (already in NB)
+}
+
+func (a admission) admits(ip netip.Addr) bool { return a.all || a.current[ip] }
+
+// eligible decides which endpoints may be rerouted to node n now, by the
 // readiness handshake: all of them when n's agent reported this service with
 // the expected SNAT addresses, network and endpoints; when the report is
-// behind, only those already in n's sets (names given); none without a report.
-func (t *translator) eligible(s *service, n *NodeInfo, eps []Endpoint, setNames ...string) map[netip.Addr]bool {
-	out := map[netip.Addr]bool{}
+// behind, only those already in n's sets of this owner type; none without a
+// report.
+func (t *translator) eligible(s *service, n *NodeInfo, owner string) admission {
 	if t.in.Config.AssumeAgentsReady {
-		for _, e := range eps {
-			out[e.IP] = true
-		}
-		return out
+		return admission{all: true}
 	}
 	r, ok := n.Report[s.key]
 	if !ok {
 		t.problem(s.key, ReasonAgentNotReady, "the node agent on %s has not reported this service programmed yet", n.Name)
-		return out
+		return admission{}
 	}
 	want := EndpointsHash(AgentEndpoints(s.es.Status.Host, n.Name, s.allEps, s.ingress))
-	current := map[netip.Addr]bool{}
-	for _, name := range setNames {
-		for _, a := range t.in.Current[name] {
+	if r.Network == s.es.Spec.Network && slices.Equal(r.IngressIPs, ReportIPs(s.ingress)) && r.Endpoints == want {
+		return admission{all: true}
+	}
+	t.problem(s.key, ReasonAgentNotReady, "the node agent on %s has not caught up with this service yet; new endpoints wait", n.Name)
+	return admission{current: t.currentMembers(owner, n.Name)}
+}
+
+// currentMembers returns the addresses NB has now in node's sets of one
+// owner type (both families), parsed once per translation.
+func (t *translator) currentMembers(owner, node string) map[netip.Addr]bool {
+	key := owner + "/" + node
+	if m, ok := t.current[key]; ok {
+		return m
+	}
+	m := map[netip.Addr]bool{}
+	for _, f := range ipfamily.All {
+		for _, a := range t.in.Current[AddressSetName(setID(owner, node, f))] {
 			if ip, err := netip.ParseAddr(a); err == nil {
-				current[ipfamily.Canonical(ip)] = true
+				m[ipfamily.Canonical(ip)] = true
 			}
 		}
 	}
-	matches := r.Network == s.es.Spec.Network && slices.Equal(r.IngressIPs, ReportIPs(s.ingress)) && r.Endpoints == want
-	if !matches {
-		t.problem(s.key, ReasonAgentNotReady, "the node agent on %s has not caught up with this service yet; new endpoints wait", n.Name)
-	}
-	for _, e := range eps {
-		if matches || current[e.IP] {
-			out[e.IP] = true
-		}
-	}
-	return out
+	t.current[key] = m
+	return m
 }
 
 func setID(owner, name string, f ipfamily.Family) string {
 	return ownerIDs(owner, name, f)[KeyID]
-}
-
-func otherFamily(f ipfamily.Family) ipfamily.Family {
-	if f == ipfamily.V4 {
-		return ipfamily.V6
-	}
-	return ipfamily.V4
 }
 
 func (t *translator) rows(k Key) *Rows {

@@ -25,7 +25,6 @@ type Endpoint struct {
 // endpoints) and unparsable ones are ignored. Only slices labelled
 // kubernetes.io/service-name=<svc> in the Service's namespace count.
 func ServiceEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, clusterSubnets []netip.Prefix) []Endpoint {
-	seen := map[netip.Addr]bool{}
 	var out []Endpoint
 	for _, s := range eps {
 		if s == nil || s.Namespace != svc.Namespace || s.Labels[discoveryv1.LabelServiceName] != svc.Name {
@@ -44,17 +43,16 @@ func ServiceEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, clu
 				if err != nil {
 					continue
 				}
-				ip = ipfamily.Canonical(ip)
-				if seen[ip] || !inAny(ip, clusterSubnets) {
-					continue
+				if ip = ipfamily.Canonical(ip); inAny(ip, clusterSubnets) {
+					out = append(out, Endpoint{IP: ip, Node: node})
 				}
-				seen[ip] = true
-				out = append(out, Endpoint{IP: ip, Node: node})
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b Endpoint) int { return a.IP.Compare(b.IP) })
-	return out
+	// Sorted by address; an address listed twice counts once (the first
+	// node named for it wins, as the slices were listed).
+	slices.SortStableFunc(out, func(a, b Endpoint) int { return a.IP.Compare(b.IP) })
+	return slices.CompactFunc(out, func(a, b Endpoint) bool { return a.IP == b.IP })
 }
 
 func inAny(ip netip.Addr, ps []netip.Prefix) bool {
