@@ -29,6 +29,9 @@ test: testbin build ## run every test against real OVN, kube-apiserver and netwo
 e2e: testbin ## the local end-to-end suite: real packets through OVN, the product as real processes
 	go test -count=1 -timeout 20m -v ./test/e2e/local/
 
+bench: testbin ## benchmarks against the physical limit (BENCH_ARGS=-quick: CI size); docs/performance.md
+	go run ./test/bench $(BENCH_ARGS)
+
 demo: ## the product end to end on this machine; DEMO_ARGS=--once exits after showing
 	./hack/install-deps.sh
 	$(MAKE) testbin

@@ -62,6 +62,7 @@ func (b *bench) apiServer(ctx context.Context) (*apiEnv, error) {
 	if b.api != nil {
 		return b.api, nil
 	}
+	b.step("starting kube-apiserver and etcd")
 	k, err := testenv.StartKube(filepath.Join(b.tmp, "kube"))
 	if err != nil {
 		return nil, fmt.Errorf("start kube-apiserver: %w", err)
@@ -76,6 +77,7 @@ func (b *bench) apiServer(ctx context.Context) (*apiEnv, error) {
 		return nil, fmt.Errorf("clients: %w", err)
 	}
 	b.api = a
+	b.step("creating the objects in the API server")
 	start := time.Now()
 	if err := a.create(ctx, b.w.objects(false)); err != nil {
 		return nil, fmt.Errorf("create the objects: %w", err)

@@ -149,3 +149,11 @@ func encodeOps(params []any) ([]ovsdb.Operation, error) {
 	}
 	return opsFromParams(b)
 }
+
+// checkOps checks every operation's result.
+func checkOps(res []ovsdb.OperationResult, ops []ovsdb.Operation) error {
+	if _, err := ovsdb.CheckOperationResults(res, ops); err != nil {
+		return fmt.Errorf("transact %d operations: %w", len(ops), err)
+	}
+	return nil
+}

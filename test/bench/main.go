@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -48,6 +49,7 @@ type options struct {
 	rate      float64
 	kubeQPS   float64
 	logLevel  string
+	profile   string
 }
 
 // allScenarios in the order they run (host selection first: it leaves the
@@ -73,6 +75,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 20, "gateway backend: endpoint changes per second during the sustained churn")
 	fs.Float64Var(&o.kubeQPS, "kube-qps", -1, "client-side QPS towards the API server for the master and the bare client alike (-1: unlimited)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level of the in-process controllers")
+	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the bench process (in-process masters included) to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -147,6 +150,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer os.RemoveAll(tmp)
 	b := &bench{opts: o, w: w, log: l.WithField("component", "bench"), out: stdout, tmp: tmp}
 	defer b.close()
+	if o.profile != "" {
+		f, err := os.Create(o.profile)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	stamp := time.Now().Format("2006-01-02-1504")
 	fmt.Fprintf(stdout, "ovn-egress bench: %s, scenarios %s\n", o.size, strings.Join(o.scenarios, ","))
@@ -179,10 +193,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout)
 	printTable(stdout, results)
+	if (o.size != size{Services: 10000, Endpoints: 4, Nodes: 50}) {
+		fmt.Fprintf(stdout, "(DESIGN §6 states the targets for 10000 × 4 × 50; at %s they are indicative: the peer shape's costs grow with its row count)\n", o.size)
+	}
 	if len(failed) > 0 {
 		return fmt.Errorf("scenario(s) failed: %s", strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// step prints a progress line (phases can take minutes at full size).
+func (b *bench) step(format string, args ...any) {
+	fmt.Fprintf(b.out, "   %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
 func (b *bench) scenario(name string) func(context.Context, *result) error {

@@ -14,13 +14,19 @@ type nbWatch struct {
 	conn  *rpcConn
 	sets  setIndex
 	owned map[string]int // owned rows per table
+	// nats counts owned NAT rows by logical IP and by the host they are for.
+	nats map[string]map[string]int
 }
 
 func watchNB(ctx context.Context, addr string) (*nbWatch, error) {
-	w := &nbWatch{mirror: newMirror(), sets: setIndex{}, owned: map[string]int{}}
+	w := &nbWatch{mirror: newMirror(), sets: setIndex{}, owned: map[string]int{}, nats: map[string]map[string]int{}}
 	w.hook = func(table string, old, cur map[string]any) {
-		if table == "Address_Set" {
+		switch table {
+		case "Address_Set":
 			w.sets.update(old, cur)
+		case "NAT":
+			w.countNAT(old, -1)
+			w.countNAT(cur, 1)
 		}
 		if isOwned(old) {
 			w.owned[table]--
@@ -44,6 +50,26 @@ func watchNB(ctx context.Context, addr string) (*nbWatch, error) {
 		return nil, fmt.Errorf("monitor NB: %w", err)
 	}
 	return w, nil
+}
+
+func (w *nbWatch) countNAT(row map[string]any, delta int) {
+	if !isOwned(row) {
+		return
+	}
+	ip, _ := row["logical_ip"].(string)
+	host := ovsdbMap(row["external_ids"])[translate.KeyName]
+	if w.nats[ip] == nil {
+		w.nats[ip] = map[string]int{}
+	}
+	w.nats[ip][host] += delta
+	if w.nats[ip][host] == 0 {
+		delete(w.nats[ip], host)
+	}
+}
+
+// natOn reports whether an owned NAT row for ip exists for host (or not).
+func (w *nbWatch) natOn(ip, host string, want bool) func() bool {
+	return func() bool { return (w.nats[ip][host] > 0) == want }
 }
 
 func isOwned(row map[string]any) bool {
@@ -134,11 +160,11 @@ func watchSB(ctx context.Context, addr string) (*sbWatch, error) {
 		c.close()
 		return nil, fmt.Errorf("monitor SB address sets: %w", err)
 	}
-	var clauses [][]any
+	var where []any
 	for _, st := range []string{stagePolicy, stageSNAT} {
-		clauses = append(clauses, []any{[]any{"external_ids", "includes", []any{"map", []any{[]any{"stage-name", st}}}}})
+		where = append(where, []any{"external_ids", "includes", []any{"map", []any{[]any{"stage-name", st}}}})
 	}
-	if err := w.monitorCond(ctx, c, "OVN_Southbound", "bench-sb-lf", "Logical_Flow", []string{"match", "external_ids"}, clauses); err != nil {
+	if err := w.monitorCond(ctx, c, "OVN_Southbound", "bench-sb-lf", "Logical_Flow", []string{"match", "external_ids"}, where); err != nil {
 		c.close()
 		return nil, fmt.Errorf("monitor SB logical flows: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -142,30 +141,6 @@ func (r *rpcConn) call(ctx context.Context, method string, params any) (json.Raw
 		}
 		return m.Result, nil
 	}
-}
-
-// transact sends one transact request whose params are already rendered
-// (["OVN_Northbound", op, ...]) and checks every operation's result.
-func (r *rpcConn) transact(ctx context.Context, params json.RawMessage) error {
-	res, err := r.call(ctx, "transact", params)
-	if err != nil {
-		return err
-	}
-	return checkResults(res)
-}
-
-func checkResults(res json.RawMessage) error {
-	var results []map[string]any
-	if err := json.Unmarshal(res, &results); err != nil {
-		return fmt.Errorf("decode transact result: %w", err)
-	}
-	var errs []error
-	for i, r := range results {
-		if e, ok := r["error"]; ok && e != nil {
-			errs = append(errs, fmt.Errorf("operation %d: %v: %v", i, e, r["details"]))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 func (r *rpcConn) close() {

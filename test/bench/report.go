@@ -106,6 +106,14 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
+// times renders a ratio: two decimals below 10, none above.
+func times(x float64) string {
+	if x < 10 {
+		return fmt.Sprintf("%.2f×", x)
+	}
+	return fmt.Sprintf("%.0f×", x)
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 func sec(d time.Duration) string {
 	if d < time.Second {

@@ -203,14 +203,11 @@ func (m *mirror) monitor(ctx context.Context, c *rpcConn, db, id string, columns
 	return nil
 }
 
-// monitorCond starts a conditional monitor of one table: rows matching any
-// of the clauses (each a list of conditions, all of which must hold).
-func (m *mirror) monitorCond(ctx context.Context, c *rpcConn, db, id, table string, columns []string, clauses [][]any) error {
-	var reqs []map[string]any
-	for _, where := range clauses {
-		reqs = append(reqs, map[string]any{"columns": columns, "where": where})
-	}
-	res, err := c.call(ctx, "monitor_cond", []any{db, id, map[string]any{table: reqs}})
+// monitorCond starts a conditional monitor of one table: the rows that
+// match any of the conditions (ovsdb-server ORs a monitor's clauses).
+func (m *mirror) monitorCond(ctx context.Context, c *rpcConn, db, id, table string, columns []string, where []any) error {
+	req := []map[string]any{{"columns": columns, "where": where}}
+	res, err := c.call(ctx, "monitor_cond", []any{db, id, map[string]any{table: req}})
 	if err != nil {
 		return err
 	}

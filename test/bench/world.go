@@ -26,8 +26,9 @@ func (s size) String() string {
 	return fmt.Sprintf("%d services × %d endpoints on %d nodes", s.Services, s.Endpoints, s.Nodes)
 }
 
-// churnHeadroom is how many pod addresses per node stay free for churn.
-const churnHeadroom = 256
+// churnHeadroom is how many pod addresses per node at least stay free for
+// churn; churn cycles through whatever the subnet has beyond the endpoints.
+const churnHeadroom = 32
 
 // namespaces spreads the services over this many namespaces.
 const namespaces = 10
@@ -42,8 +43,11 @@ type world struct {
 	topo testenv.Topology
 	// perNode is the number of endpoint pods on the busiest node.
 	perNode int
-	// used counts the pod addresses taken on each node (churn takes more).
-	used []int
+	// hostBits is the size of each node's pod subnet.
+	hostBits int
+	// used counts the endpoint pods on each node; churned counts the pods
+	// churn took there (cycling through the rest of the subnet).
+	used, churned []int
 }
 
 func newWorld(sz size) (*world, error) {
@@ -61,7 +65,7 @@ func newWorld(sz size) (*world, error) {
 	if sz.Nodes<<hostBits > 1<<16 {
 		return nil, fmt.Errorf("%d nodes with /%d pod subnets do not fit in 10.244.0.0/16", sz.Nodes, 32-hostBits)
 	}
-	w := &world{size: sz, perNode: perNode, used: make([]int, sz.Nodes)}
+	w := &world{size: sz, perNode: perNode, hostBits: hostBits, used: make([]int, sz.Nodes), churned: make([]int, sz.Nodes)}
 	t := testenv.Topology{
 		Families:             []ipfamily.Family{ipfamily.V4},
 		ClusterSubnets:       []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
@@ -125,10 +129,12 @@ func (w *world) endpoint(s, j int) (netip.Addr, int) {
 	return w.topo.Nodes[n].PodIP(ipfamily.V4, e/w.size.Nodes+3), n
 }
 
-// newPod takes a fresh pod address on node n (for churn).
+// newPod takes a pod address on node n that no endpoint uses (for churn),
+// cycling through the subnet beyond the endpoints.
 func (w *world) newPod(n int) netip.Addr {
-	ip := w.topo.Nodes[n].PodIP(ipfamily.V4, w.used[n]+3)
-	w.used[n]++
+	lo, hi := w.used[n]+3, 1<<w.hostBits-2
+	ip := w.topo.Nodes[n].PodIP(ipfamily.V4, lo+w.churned[n]%(hi-lo+1))
+	w.churned[n]++
 	return ip
 }
 
@@ -160,7 +166,12 @@ func (w *world) objects(withHosts bool) objects {
 	}
 	for s := 0; s < w.size.Services; s++ {
 		ns, name := w.namespace(s), w.serviceName(s)
-		o.svcs = append(o.svcs, testenv.LoadBalancerService(ns, name, w.lbIP(s).String()))
+		svc := testenv.LoadBalancerService(ns, name, w.lbIP(s).String())
+		// MetalLB-style load balancers need no node ports, and 10,000
+		// services would exhaust the node-port range.
+		noNodePorts := false
+		svc.Spec.AllocateLoadBalancerNodePorts = &noNodePorts
+		o.svcs = append(o.svcs, svc)
 		o.slices = append(o.slices, testenv.EndpointSlices(ns, name, w.endpointsOf(s)...)...)
 		host := ""
 		if withHosts {
