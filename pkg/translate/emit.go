@@ -85,6 +85,9 @@ func (t *translator) emitSets() {
 		if k.owner == OwnerUnassigned {
 			key = UnassignedKey
 		}
+		if t.in.Only != nil && !t.in.Only[key] {
+			continue // computed for the others' sake, not asked for
+		}
 		r := t.rows(key)
 		ids := ownerIDs(k.owner, k.node, k.family)
 		name := AddressSetName(ids[KeyID])
@@ -131,6 +134,9 @@ func NodeIPsSetName(f ipfamily.Family) string {
 
 // emitNodeIPs writes the cluster-wide node-IP sets, one per family.
 func (t *translator) emitNodeIPs() {
+	if t.in.Only != nil && !t.in.Only[ClusterKey] {
+		return
+	}
 	r := t.rows(ClusterKey)
 	for _, f := range t.in.Config.Families() {
 		addrs := map[netip.Addr]bool{}

@@ -122,6 +122,10 @@ type Input struct {
 	Services map[string]*corev1.Service
 	// EndpointSlices by the "namespace/name" of their Service.
 	EndpointSlices map[string][]*discoveryv1.EndpointSlice
+	// Endpoints, optional, holds ServiceEndpoints already computed for some
+	// services (a controller caches them while the objects are unchanged);
+	// services without an entry are computed from EndpointSlices.
+	Endpoints map[string][]Endpoint
 	// Nodes by name.
 	Nodes map[string]*NodeInfo
 	// Gateways by node name, read from NB; a node without an entry falls back

@@ -161,7 +161,11 @@ func (t *translator) resolve(es *egressv1.EgressService) *service {
 		t.problem(s.key, ReasonServiceNotLoadBalancer, "Service %s is of type %s, not LoadBalancer", s.key, s.svc.Spec.Type)
 		return s
 	}
-	s.eps = ServiceEndpoints(s.svc, t.in.EndpointSlices[s.key], t.in.Config.ClusterSubnets)
+	if eps, ok := t.in.Endpoints[s.key]; ok {
+		s.eps = eps
+	} else {
+		s.eps = ServiceEndpoints(s.svc, t.in.EndpointSlices[s.key], t.in.Config.ClusterSubnets)
+	}
 	s.allEps = s.eps
 	if len(s.eps) == 0 {
 		t.problem(s.key, ReasonNoEndpoints, "Service %s has no cluster-networked endpoints", s.key)
@@ -244,16 +248,23 @@ func (t *translator) addHosted(s *service) {
 	// other zone reroutes only its local endpoints, to the host's
 	// transit-switch address, and writes no NAT rows.
 	local := t.inZone(s.host.Name)
-	byFamily := map[ipfamily.Family][]Endpoint{}
+	var v4, v6 []Endpoint
 	for _, e := range s.eps {
 		if local || t.inZone(e.Node) {
-			byFamily[ipfamily.Of(e.IP)] = append(byFamily[ipfamily.Of(e.IP)], e)
+			if ipfamily.Of(e.IP) == ipfamily.V4 {
+				v4 = append(v4, e)
+			} else {
+				v6 = append(v6, e)
+			}
 		}
 	}
 	var eligible admission
 	decided := false
 	for _, f := range t.in.Config.Families() {
-		eps := byFamily[f]
+		eps := v4
+		if f == ipfamily.V6 {
+			eps = v6
+		}
 		ingress, ok := s.ingress[f]
 		if !ok {
 			if len(eps) > 0 {

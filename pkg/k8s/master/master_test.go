@@ -230,3 +230,27 @@ func TestStandbyTakesOverWithoutRewriting(t *testing.T) {
 	kube.SetEndpoints(t, c.ns, "web")
 	c.eventually("rows removed by the new leader", func() bool { return c.setAddresses("node3") == "" })
 }
+
+// TestSharedEndpointAcrossHosts: a pod address behind two EgressServices
+// on different hosts is rerouted by the lexically first only; when that one
+// goes away, the other host takes it — the master resyncs the other host
+// although nothing about its own service changed.
+func TestSharedEndpointAcrossHosts(t *testing.T) {
+	c := newCluster(t)
+	kube.CreateLoadBalancer(t, c.ns, "a", []string{"172.18.0.100"}, "10.244.1.5@node1")
+	kube.CreateLoadBalancer(t, c.ns, "b", []string{"172.18.0.101"}, "10.244.1.5@node1", "10.244.1.6@node1")
+	kube.SetHost(t, c.ns, "a", "node2")
+	kube.SetHost(t, c.ns, "b", "node3")
+	kube.SetReport(t, "node2", translate.Report{c.ns + "/a": kube.ReportFor(t, "node2", c.ns, "a", c.topo.ClusterSubnets)})
+	kube.SetReport(t, "node3", translate.Report{c.ns + "/b": kube.ReportFor(t, "node3", c.ns, "b", c.topo.ClusterSubnets)})
+	c.start(c.config("shared"), kube.Config)
+	c.eventually("a wins the shared address", func() bool {
+		return c.setAddresses("node2") == `["10.244.1.5"]` && c.setAddresses("node3") == `["10.244.1.6"]`
+	})
+	if err := kube.Egress.K8sV1().EgressServices(c.ns).Delete(context.Background(), "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("b takes it over", func() bool {
+		return c.setAddresses("node3") == `["10.244.1.5", "10.244.1.6"]` && c.setAddresses("node2") == ""
+	})
+}

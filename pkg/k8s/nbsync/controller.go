@@ -95,6 +95,10 @@ type Controller struct {
 	queue workqueue.TypedRateLimitingInterface[translate.Key]
 	busy  atomic.Int64 // keys being synced
 
+	shared    *sharedAddresses
+	endpoints *endpointCache
+	hostMoves *debouncer
+
 	nodesMu sync.Mutex
 	nodes   map[string]parsedNode // parsed Node annotations by resourceVersion
 	events  *problemEvents
@@ -139,9 +143,12 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		synced:     []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[translate.Key](),
 			workqueue.TypedRateLimitingQueueConfig[translate.Key]{Name: "nbsync"}),
-		nodes:  map[string]parsedNode{},
-		events: newProblemEvents(recorder, cfg.EventReasons),
+		nodes:     map[string]parsedNode{},
+		shared:    newSharedAddresses(),
+		endpoints: newEndpointCache(),
+		events:    newProblemEvents(recorder, cfg.EventReasons),
 	}
+	c.hostMoves = newDebouncer(hostMoveQuiet, hostMoveMax, c.add)
 	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {
 		return nil, err
 	}

@@ -71,40 +71,44 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 		}
 	}
 	// Services sharing an endpoint address decide conflicts together: add
-	// them until no new one appears.
-	queue := make([]string, 0, len(seen))
-	for k := range seen {
-		queue = append(queue, k)
+	// them until no new one appears. Only addresses in more than one slice
+	// can join services (the slice handlers keep that set), so the usual
+	// case, no shared address, costs nothing here.
+	for grown := true; grown; {
+		grown = false
+		for _, addr := range c.shared.list() {
+			objs, _ := c.sliceIndex.ByIndex(indexByAddress, addr)
+			in := false
+			for _, o := range objs {
+				s := o.(*discoveryv1.EndpointSlice)
+				if seen[s.Namespace+"/"+s.Labels[discoveryv1.LabelServiceName]] != nil {
+					in = true
+				}
+			}
+			if !in {
+				continue
+			}
+			for _, o := range objs {
+				s := o.(*discoveryv1.EndpointSlice)
+				name := s.Labels[discoveryv1.LabelServiceName]
+				okey := s.Namespace + "/" + name
+				if seen[okey] != nil {
+					continue
+				}
+				if es, err := c.esLister.EgressServices(s.Namespace).Get(name); err == nil {
+					seen[okey], grown = es, true
+				}
+			}
+		}
 	}
-	for len(queue) > 0 {
-		key := queue[0]
-		queue = queue[1:]
+	for key := range seen {
 		slices, err := c.slicesOf(key)
 		if err != nil {
 			return in, err
 		}
 		in.EndpointSlices[key] = slices
-		for _, s := range slices {
-			for _, e := range s.Endpoints {
-				for _, a := range e.Addresses {
-					objs, _ := c.sliceIndex.ByIndex(indexByAddress, a)
-					for _, o := range objs {
-						other := o.(*discoveryv1.EndpointSlice)
-						okey := other.Namespace + "/" + other.Labels[discoveryv1.LabelServiceName]
-						if seen[okey] != nil {
-							continue
-						}
-						es, err := c.esLister.EgressServices(other.Namespace).Get(other.Labels[discoveryv1.LabelServiceName])
-						if err != nil {
-							continue // a plain Service, not an EgressService
-						}
-						seen[okey] = es
-						queue = append(queue, okey)
-					}
-				}
-			}
-		}
 	}
+	in.Endpoints = map[string][]translate.Endpoint{}
 	for key, es := range seen {
 		in.EgressServices = append(in.EgressServices, es)
 		svc, err := c.svcLister.Services(es.Namespace).Get(es.Name)
@@ -113,6 +117,7 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 		}
 		if svc != nil {
 			in.Services[key] = svc
+			in.Endpoints[key] = c.endpoints.get(key, svc, in.EndpointSlices[key], c.cfg.Translate.ClusterSubnets)
 		}
 	}
 	nodes, err := c.parsedNodes()

@@ -25,6 +25,14 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 		{es, cache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) { c.enqueueEgressService(o) },
 			UpdateFunc: func(old, cur any) {
+				o, ok1 := old.(*egressv1.EgressService)
+				n, ok2 := cur.(*egressv1.EgressService)
+				if ok1 && ok2 && o.Status.Host != n.Status.Host && o.Spec.SourceIPBy == n.Spec.SourceIPBy {
+					// A host change (one of many when a host is drained):
+					// gathered into one sync, one NB transaction.
+					c.hostMoves.add(append(c.hostKeys(o), c.hostKeys(n)...))
+					return
+				}
 				c.enqueueEgressService(old)
 				c.enqueueEgressService(cur)
 			},
@@ -32,6 +40,7 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 				c.enqueueEgressService(o)
 				if es, ok := tombstone[*egressv1.EgressService](o); ok {
 					c.events.forget(translate.EgressServiceKey(es))
+					c.endpoints.forget(translate.EgressServiceKey(es))
 				}
 			},
 		}},
@@ -41,12 +50,14 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 			DeleteFunc: func(o any) { c.enqueueService(o) },
 		}},
 		{slices, cache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { c.enqueueSlice(o) },
+			AddFunc: func(o any) { c.trackShared(o); c.enqueueSlice(o) },
 			UpdateFunc: func(old, cur any) {
+				c.trackShared(old)
+				c.trackShared(cur)
 				c.enqueueSlice(old)
 				c.enqueueSlice(cur)
 			},
-			DeleteFunc: func(o any) { c.enqueueSlice(o) },
+			DeleteFunc: func(o any) { c.trackShared(o); c.enqueueSlice(o) },
 		}},
 		{nodes, cache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) { c.enqueueNode(o) },
@@ -73,6 +84,12 @@ func tombstone[T any](o any) (T, bool) {
 	}
 	t, ok := o.(T)
 	return t, ok
+}
+
+func (c *Controller) trackShared(o any) {
+	if s, ok := tombstone[*discoveryv1.EndpointSlice](o); ok {
+		c.shared.update(c.sliceIndex, s)
+	}
 }
 
 // hostKeys are the keys an EgressService's rows live under.
