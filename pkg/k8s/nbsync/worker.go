@@ -72,7 +72,9 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 	if err != nil {
 		return err
 	}
+	gathered := time.Now()
 	desired := translate.Translate(in)
+	translated := time.Now()
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	st, err := c.applier.Apply(actx, keys, desired)
@@ -87,8 +89,10 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 	}
 	c.events.record(c.esLister, in, desired.Problems)
 	if st.Changes > 0 {
-		c.log.WithField("keys", len(keys)).WithField("changes", st.Changes).WithField("transactions", st.Transactions).
-			WithField("duration", time.Since(start).Round(time.Microsecond)).Debug("nb rows converged")
+		c.log.WithField("keys", len(keys)).WithField("services", len(in.EgressServices)).WithField("changes", st.Changes).
+			WithField("transactions", st.Transactions).WithField("gather", gathered.Sub(start).Round(time.Microsecond)).
+			WithField("translate", translated.Sub(gathered).Round(time.Microsecond)).
+			WithField("apply", time.Since(translated).Round(time.Microsecond)).Debug("nb rows converged")
 	}
 	return nil
 }
