@@ -80,6 +80,10 @@ func (l *loaded) applySlice(ctx context.Context, w *world, c change) error {
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{c.add.String()},
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready}, NodeName: &node})
 	}
+	// The fake clientset keeps resourceVersions as given; a real API server
+	// bumps them on every write, and the master caches parsed objects by them.
+	l.rv++
+	s.ResourceVersion = fmt.Sprintf("bench-%d", l.rv)
 	if _, err := api.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update endpointslice %s: %w", name, err)
 	}

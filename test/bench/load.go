@@ -32,6 +32,7 @@ type loaded struct {
 	fill           time.Duration
 	nbDone, sbDone time.Time
 	mark           int64 // NB log before the master started
+	rv             int   // resourceVersions the bench gave its updates
 }
 
 // batchWindow is the master's default for a backend: --nat-batch-window
