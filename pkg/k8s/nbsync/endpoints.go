@@ -28,9 +28,17 @@ type endpointEntry struct {
 func newEndpointCache() *endpointCache { return &endpointCache{entries: map[string]endpointEntry{}} }
 
 func (c *endpointCache) get(key string, svc *corev1.Service, eps []*discoveryv1.EndpointSlice, clusterSubnets []netip.Prefix) []translate.Endpoint {
+	// Objects without a resourceVersion (informers fed by hand, fakes)
+	// cannot be told apart from their older selves: never cached.
+	if svc.ResourceVersion == "" {
+		return translate.ServiceEndpoints(svc, eps, clusterSubnets)
+	}
 	parts := make([]string, 0, len(eps)+1)
 	parts = append(parts, svc.ResourceVersion)
 	for _, s := range eps {
+		if s.ResourceVersion == "" {
+			return translate.ServiceEndpoints(svc, eps, clusterSubnets)
+		}
 		parts = append(parts, s.Name+"@"+s.ResourceVersion)
 	}
 	slices.Sort(parts[1:])
