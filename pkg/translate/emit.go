@@ -18,6 +18,12 @@ import (
 // is rerouted nowhere (no host, host not ready, family without ingress IP)
 // into the drop sets: fail closed.
 func (t *translator) addUnassigned(svcs []*service) {
+	// The drop policy exists for every family even when empty, so that it
+	// does not come and go with endpoints.
+	drop := map[ipfamily.Family]*contribution{}
+	for _, f := range t.in.Config.Families() {
+		drop[f] = &contribution{set: setKey{unassignedName, OwnerUnassigned, f}}
+	}
 	for _, s := range svcs {
 		if s.es.Spec.SourceIPBy == egressv1.Network || s.svc == nil || !IsLoadBalancer(s.svc) {
 			continue
@@ -28,17 +34,20 @@ func (t *translator) addUnassigned(svcs []*service) {
 				continue
 			}
 			f := ipfamily.Of(e.IP)
-			t.set(setKey{unassignedName, OwnerUnassigned, f}, netip.Addr{}).addrs[e.IP] = true
+			if drop[f] == nil {
+				drop[f] = &contribution{set: setKey{unassignedName, OwnerUnassigned, f}}
+			}
+			drop[f].addrs = append(drop[f].addrs, e.IP)
 			dropped++
 		}
 		if dropped > 0 {
 			t.problem(s.key, ReasonUnassignedTrafficDrop, "%d endpoint(s) have no working host; their traffic leaving the cluster is dropped (--unassigned-traffic=drop)", dropped)
 		}
 	}
-	// The drop policy exists for every family even when empty, so that it
-	// does not come and go with endpoints.
-	for _, f := range t.in.Config.Families() {
-		t.set(setKey{unassignedName, OwnerUnassigned, f}, netip.Addr{})
+	for _, f := range ipfamily.All {
+		if c := drop[f]; c != nil {
+			t.add(c, false)
+		}
 	}
 }
 
@@ -78,8 +87,9 @@ func (t *translator) addClusterRoutes(svcs []*service) {
 
 // emitSets turns every accumulated set into its Address_Set, its reroute
 // (or drop) policy, its allow policy and, on the gateway path, its NAT rows.
+// A set whose contributions are those of the last translation is not
+// rendered again.
 func (t *translator) emitSets() {
-	cfg := t.in.Config
 	for k, acc := range t.sets {
 		key := NodeKey(k.node)
 		if k.owner == OwnerUnassigned {
@@ -88,26 +98,63 @@ func (t *translator) emitSets() {
 		if t.in.Only != nil && !t.in.Only[key] {
 			continue // computed for the others' sake, not asked for
 		}
-		r := t.rows(key)
-		ids := ownerIDs(k.owner, k.node, k.family)
-		name := AddressSetName(ids[KeyID])
-		r.AddressSets = append(r.AddressSets, AddressSet{Name: name, Addresses: addrStrings(acc.addrs), ExternalIDs: ids})
-		src := fmt.Sprintf("%s.src == $%s", k.family.OVNMatch(), name)
-		main := Policy{Router: ClusterRouter, Priority: cfg.ReroutePriority, Match: src, Action: ActionReroute,
-			Nexthops: []string{acc.nexthop.String()}, ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionReroute)}
-		if k.owner == OwnerUnassigned {
-			main = Policy{Router: ClusterRouter, Priority: cfg.ReroutePriority, Match: src, Action: ActionDrop,
-				ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionDrop)}
+		rs := t.memo.renderedSet(k, acc)
+		if rs == nil {
+			rs = t.render(k, acc)
+			t.memo.storeSet(k, acc, rs)
 		}
-		r.Policies = append(r.Policies, main, Policy{Router: ClusterRouter, Priority: cfg.AllowPriority,
-			Match: src + " && " + t.allowDestinations(k.family), Action: ActionAllow,
-			ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionAllow)})
-		for ep, ext := range acc.nats {
+		r := t.rows(key)
+		r.AddressSets = append(r.AddressSets, rs.set)
+		r.Policies = append(r.Policies, rs.policies...)
+		r.NATs = append(r.NATs, rs.nats...)
+	}
+}
+
+// renderedSet is the rows of one accumulated set.
+type renderedSet struct {
+	set      AddressSet
+	policies []Policy
+	nats     []NAT
+}
+
+func (t *translator) render(k setKey, acc *setAcc) *renderedSet {
+	cfg := t.in.Config
+	n, nn := 0, 0
+	for _, c := range acc.parts {
+		n += len(c.addrs)
+		nn += len(c.nats)
+	}
+	ips := make([]netip.Addr, 0, n)
+	for _, c := range acc.parts {
+		ips = append(ips, c.addrs...)
+	}
+	ids := ownerIDs(k.owner, k.node, k.family)
+	name := AddressSetName(ids[KeyID])
+	rs := &renderedSet{set: AddressSet{Name: name, Addresses: addrStrings(ips), ExternalIDs: ids}}
+	src := fmt.Sprintf("%s.src == $%s", k.family.OVNMatch(), name)
+	main := Policy{Router: ClusterRouter, Priority: cfg.ReroutePriority, Match: src, Action: ActionReroute,
+		Nexthops: []string{acc.nexthop.String()}, ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionReroute)}
+	if k.owner == OwnerUnassigned {
+		main = Policy{Router: ClusterRouter, Priority: cfg.ReroutePriority, Match: src, Action: ActionDrop,
+			ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionDrop)}
+	}
+	rs.policies = []Policy{main, {Router: ClusterRouter, Priority: cfg.AllowPriority,
+		Match: src + " && " + t.allowDestinations(k.family), Action: ActionAllow,
+		ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionAllow)}}
+	if nn > 0 {
+		nats := make(map[netip.Addr]natEntry, nn) // one row per endpoint, the last claim wins
+		for _, c := range acc.parts {
+			for _, e := range c.nats {
+				nats[e.ep] = e
+			}
+		}
+		for ep, e := range nats {
 			ids := ownerIDs(OwnerNAT, k.node, k.family, ep.String())
-			ids[KeyService] = acc.natSvc[ep]
-			r.NATs = append(r.NATs, NAT{Router: GatewayRouter(k.node), Type: "snat", ExternalIP: ext.String(), LogicalIP: ep.String(), ExternalIDs: ids})
+			ids[KeyService] = e.svc
+			rs.nats = append(rs.nats, NAT{Router: GatewayRouter(k.node), Type: "snat", ExternalIP: e.ext.String(), LogicalIP: ep.String(), ExternalIDs: ids})
 		}
 	}
+	return rs
 }
 
 // allowDestinations is the destination half of an allow policy: the
@@ -139,11 +186,11 @@ func (t *translator) emitNodeIPs() {
 	}
 	r := t.rows(ClusterKey)
 	for _, f := range t.in.Config.Families() {
-		addrs := map[netip.Addr]bool{}
+		var addrs []netip.Addr
 		for _, n := range t.in.Nodes {
 			for _, ip := range n.HostIPs {
 				if ipfamily.Of(ip) == f {
-					addrs[ip] = true
+					addrs = append(addrs, ip)
 				}
 			}
 		}
@@ -152,12 +199,11 @@ func (t *translator) emitNodeIPs() {
 	}
 }
 
-func addrStrings(m map[netip.Addr]bool) []string {
-	ips := make([]netip.Addr, 0, len(m))
-	for ip := range m {
-		ips = append(ips, ip)
-	}
+// addrStrings sorts the addresses (in place), drops duplicates and
+// formats them.
+func addrStrings(ips []netip.Addr) []string {
 	slices.SortFunc(ips, func(a, b netip.Addr) int { return a.Compare(b) })
+	ips = slices.Compact(ips)
 	out := make([]string, len(ips))
 	for i, ip := range ips {
 		out[i] = ip.String()

@@ -143,6 +143,9 @@ type Input struct {
 	// own NB): the nodes whose zone (k8s.ovn.org/zone-name, else the node's
 	// own name) is Zone. Empty: one central NB holding every node.
 	Zone string
+	// Memo, optional, carries results between the translations of one
+	// caller to save work; the result is the same without it.
+	Memo *Memo
 	// ForeignClusterRoutes are the cluster subnets that already have a src-ip
 	// route on ovn_cluster_router written by someone else (ovn-kubernetes'
 	// egress features): the zone translation does not add its own then.

@@ -56,7 +56,9 @@ const (
 	modeNetwork             // sourceIPBy=Network, host ALL
 )
 
-// service is one EgressService with everything resolved about it.
+// service is one EgressService with everything resolved about it, and what
+// it puts into address sets. A service taken from the Memo is shared with
+// earlier translations and is never modified.
 type service struct {
 	key     string
 	es      *egressv1.EgressService
@@ -66,6 +68,15 @@ type service struct {
 	ingress map[ipfamily.Family]netip.Addr
 	mode    mode
 	host    *NodeInfo
+
+	// parts are its contributions to address sets (host and gateway path).
+	parts []*contribution
+	// resolved and hosted are the problems found by resolve and by
+	// addHosted, replayed when the service comes from the Memo.
+	resolved, hosted []Problem
+	// fromMemo: taken from the Memo; memoizable: its result depends only on
+	// what the Memo compares (no shared endpoint, no NB members, not Network).
+	fromMemo, memoizable bool
 }
 
 // setKey names one reroute address set: (node, owner type, family).
@@ -75,18 +86,33 @@ type setKey struct {
 	family ipfamily.Family
 }
 
+// contribution is what one service (or the unassigned rows) puts into one
+// address set: addresses and, on the gateway path, their NAT rows.
+type contribution struct {
+	set     setKey
+	nexthop netip.Addr
+	addrs   []netip.Addr
+	nats    []natEntry
+}
+
+// natEntry is one snat NAT row: endpoint ep leaves as ext, for service svc.
+type natEntry struct {
+	ep, ext netip.Addr
+	svc     string
+}
+
+// setAcc gathers the contributions to one address set.
 type setAcc struct {
 	nexthop netip.Addr
-	addrs   map[netip.Addr]bool
-	nats    map[netip.Addr]netip.Addr // endpoint -> SNAT address (gateway path)
-	natSvc  map[netip.Addr]string
+	parts   []*contribution
 }
 
 type translator struct {
 	in       Input
 	d        *Desired
+	memo     *Memo
 	sets     map[setKey]*setAcc
-	rerouted map[netip.Addr]bool
+	rerouted map[netip.Addr]bool            // only with --unassigned-traffic=drop
 	reported map[string]bool                // problem de-duplication
 	current  map[string]map[netip.Addr]bool // parsed NB members, by owner/node
 }
@@ -95,19 +121,39 @@ type translator struct {
 // in.Only when set). It is deterministic: the same input gives the same rows
 // in the same order.
 func Translate(in Input) *Desired {
-	t := &translator{in: in, d: &Desired{Rows: map[Key]*Rows{}}, sets: map[setKey]*setAcc{},
-		rerouted: map[netip.Addr]bool{}, reported: map[string]bool{}, current: map[string]map[netip.Addr]bool{}}
-	var svcs []*service
+	t := &translator{in: in, d: &Desired{Rows: map[Key]*Rows{}}, memo: in.Memo.begin(in),
+		sets: map[setKey]*setAcc{}, reported: map[string]bool{}, current: map[string]map[netip.Addr]bool{}}
+	if in.Config.UnassignedTraffic == UnassignedDrop {
+		t.rerouted = map[netip.Addr]bool{}
+	}
+	svcs := make([]*service, 0, len(in.EgressServices))
 	for _, es := range sortedEgressServices(in.EgressServices) {
-		svcs = append(svcs, t.resolve(es))
+		if s := t.memo.service(t, es); s != nil {
+			t.replay(s.resolved)
+			svcs = append(svcs, s)
+			continue
+		}
+		svcs = append(svcs, t.resolveCaptured(es))
 	}
 	t.resolveConflicts(svcs)
 	for _, s := range svcs {
 		switch s.mode {
 		case modeHost, modeGateway:
-			t.addHosted(s)
+			if s.fromMemo {
+				t.replay(s.hosted)
+			} else {
+				start := len(t.d.Problems)
+				s.parts = t.addHosted(s)
+				s.hosted = slices.Clone(t.d.Problems[start:])
+			}
+			for _, c := range s.parts {
+				t.add(c, true)
+			}
 		case modeNetwork:
 			t.addNetwork(s)
+		}
+		if !s.fromMemo && s.memoizable {
+			t.memo.store(t, s)
 		}
 	}
 	if in.Config.UnassignedTraffic == UnassignedDrop {
@@ -149,10 +195,29 @@ func (t *translator) problem(key string, r Reason, format string, args ...any) {
 	t.d.Problems = append(t.d.Problems, Problem{Key: key, Reason: r, Message: msg})
 }
 
+// resolveCaptured resolves a service and keeps the problems found, for the Memo.
+func (t *translator) resolveCaptured(es *egressv1.EgressService) *service {
+	start := len(t.d.Problems)
+	s := t.resolve(es)
+	s.resolved = slices.Clone(t.d.Problems[start:])
+	return s
+}
+
+// replay reports a memoized service's problems again.
+func (t *translator) replay(ps []Problem) {
+	for _, p := range ps {
+		t.problem(p.Key, p.Reason, "%s", p.Message)
+	}
+}
+
 // resolve finds the Service, endpoints, ingress IPs and mode of one EgressService.
 func (t *translator) resolve(es *egressv1.EgressService) *service {
 	s := &service{key: EgressServiceKey(es), es: es}
 	s.svc = t.in.Services[s.key]
+	_, given := t.in.Endpoints[s.key]
+	// Memoizable unless it reads what the Memo does not compare: endpoints
+	// computed here, or (Network mode) every endpoint's node.
+	s.memoizable = t.memo != nil && (s.svc == nil || given) && es.Spec.SourceIPBy != egressv1.Network
 	switch {
 	case s.svc == nil:
 		t.problem(s.key, ReasonServiceNotFound, "Service %s not found", s.key)
@@ -208,33 +273,61 @@ func (t *translator) resolve(es *egressv1.EgressService) *service {
 // EgressServices to the lexically first namespace/name, and removes it from
 // the others (which are told so).
 func (t *translator) resolveConflicts(svcs []*service) {
-	owner := map[netip.Addr]string{}
+	n := 0
 	for _, s := range svcs {
-		kept := s.eps[:0:0]
-		for _, e := range s.eps {
+		n += len(s.eps)
+	}
+	owner := make(map[netip.Addr]string, n)
+	for i, s := range svcs {
+		var kept []Endpoint // only allocated once an endpoint is dropped
+		for j, e := range s.eps {
 			if o, ok := owner[e.IP]; ok && o != s.key {
+				if kept == nil {
+					if s.fromMemo {
+						// The memoized result assumed no shared endpoint.
+						s = t.resolveCaptured(s.es)
+						svcs[i] = s
+					}
+					kept = append(make([]Endpoint, 0, len(s.eps)), s.eps[:j]...)
+				}
 				t.problem(s.key, ReasonSharedEndpoint, "endpoint %s also backs EgressService %s, which takes precedence", e.IP, o)
 				continue
 			}
 			owner[e.IP] = s.key
-			kept = append(kept, e)
+			if kept != nil {
+				kept = append(kept, e)
+			}
 		}
-		s.eps = kept
+		if kept != nil {
+			s.eps, s.memoizable = kept, false
+		}
 	}
 }
 
 func (t *translator) set(k setKey, nexthop netip.Addr) *setAcc {
 	a := t.sets[k]
 	if a == nil {
-		a = &setAcc{nexthop: nexthop, addrs: map[netip.Addr]bool{}}
+		a = &setAcc{nexthop: nexthop}
 		t.sets[k] = a
 	}
 	return a
 }
 
-// addHosted adds a LoadBalancerIP service's endpoints to its host's set
-// (host or gateway path), family by family.
-func (t *translator) addHosted(s *service) {
+// add puts a contribution into its set; rerouted contributions mark their
+// addresses as rerouted (what the unassigned-traffic drop leaves out).
+func (t *translator) add(c *contribution, rerouted bool) {
+	acc := t.set(c.set, c.nexthop)
+	acc.parts = append(acc.parts, c)
+	if rerouted && t.rerouted != nil {
+		for _, ip := range c.addrs {
+			t.rerouted[ip] = true
+		}
+	}
+}
+
+// addHosted computes a LoadBalancerIP service's contributions to its host's
+// sets (host or gateway path), family by family.
+func (t *translator) addHosted(s *service) []*contribution {
 	owner := OwnerHost
 	if s.mode == modeGateway {
 		owner = OwnerGateway
@@ -258,6 +351,7 @@ func (t *translator) addHosted(s *service) {
 			}
 		}
 	}
+	var parts []*contribution
 	var eligible admission
 	decided := false
 	for _, f := range t.in.Config.Families() {
@@ -285,7 +379,8 @@ func (t *translator) addHosted(s *service) {
 		if !ok {
 			continue
 		}
-		acc := t.set(setKey{s.host.Name, owner, f}, nexthop)
+		c := &contribution{set: setKey{s.host.Name, owner, f}, nexthop: nexthop, addrs: make([]netip.Addr, 0, len(eps))}
+		parts = append(parts, c)
 		if owner == OwnerHost && !decided {
 			eligible, decided = t.eligible(s, s.host, OwnerHost), true
 		}
@@ -293,16 +388,13 @@ func (t *translator) addHosted(s *service) {
 			if owner == OwnerHost && !eligible.admits(e.IP) {
 				continue
 			}
-			acc.addrs[e.IP] = true
-			t.rerouted[e.IP] = true
+			c.addrs = append(c.addrs, e.IP)
 			if owner == OwnerGateway && local {
-				if acc.nats == nil {
-					acc.nats, acc.natSvc = map[netip.Addr]netip.Addr{}, map[netip.Addr]string{}
-				}
-				acc.nats[e.IP], acc.natSvc[e.IP] = ingress, s.key
+				c.nats = append(c.nats, natEntry{ep: e.IP, ext: ingress, svc: s.key})
 			}
 		}
 	}
+	return parts
 }
 
 // addNetwork reroutes each node's own endpoints of a Network-mode service to
@@ -331,16 +423,16 @@ func (t *translator) addNetwork(s *service) {
 			if !ok {
 				continue
 			}
-			acc := t.set(setKey{name, OwnerNetwork, f}, nexthop)
+			c := &contribution{set: setKey{name, OwnerNetwork, f}, nexthop: nexthop}
 			if !decided {
 				eligible, decided = t.eligible(s, n, OwnerNetwork), true
 			}
 			for _, e := range eps {
 				if ipfamily.Of(e.IP) == f && eligible.admits(e.IP) {
-					acc.addrs[e.IP] = true
-					t.rerouted[e.IP] = true
+					c.addrs = append(c.addrs, e.IP)
 				}
 			}
+			t.add(c, true)
 		}
 	}
 }
@@ -393,6 +485,7 @@ func (t *translator) eligible(s *service, n *NodeInfo, owner string) admission {
 		return admission{all: true}
 	}
 	t.problem(s.key, ReasonAgentNotReady, "the node agent on %s has not caught up with this service yet; new endpoints wait", n.Name)
+	s.memoizable = false // it depends on NB's members now
 	return admission{current: t.currentMembers(owner, n.Name)}
 }
 

@@ -32,3 +32,48 @@ func BenchmarkTranslateScale(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTranslateDrainMemo is the master's translation when a host is
+// drained at the scale above: its 200 services move to the other 49 hosts
+// and every host is translated again, with the Memo of the translations
+// before (endpoints cached, as the controller gives them).
+func BenchmarkTranslateDrainMemo(b *testing.B) {
+	w := newWorld(50)
+	w.in.Config.AssumeAgentsReady = true
+	w.in.Endpoints = map[string][]Endpoint{}
+	for s := 0; s < 10000; s++ {
+		key := fmt.Sprintf("ns%d/svc%d", s%100, s)
+		w.es(key, fmt.Sprintf("node%d", 1+s%50))
+		w.svc(key, fmt.Sprintf("172.%d.%d.%d", 19+s/62500, (s/250)%250, 1+s%250))
+		var eps []string
+		for e := 0; e < 4; e++ {
+			i := s*4 + e
+			eps = append(eps, fmt.Sprintf("10.244.%d.%d@node%d", i/250, 1+i%250, 1+i%50))
+		}
+		w.eps(key, eps...)
+		w.in.Endpoints[key] = ServiceEndpoints(w.in.Services[key], w.in.EndpointSlices[key], w.in.Config.ClusterSubnets)
+	}
+	w.in.Memo = NewMemo()
+	Translate(w.in)
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		victim := fmt.Sprintf("node%d", 1+i%50)
+		n := 0
+		for j, es := range w.in.EgressServices {
+			if es.Status.Host == victim {
+				c := es.DeepCopy()
+				c.Status.Host = fmt.Sprintf("node%d", 1+(i+1+n%49)%50)
+				w.in.EgressServices[j] = c
+				n++
+			}
+		}
+		b.StartTimer()
+		if d := Translate(w.in); len(d.Rows) < 49 {
+			b.Fatal(len(d.Rows))
+		}
+	}
+	st := w.in.Memo.Stats()
+	b.ReportMetric(float64(st.Services-st.ServicesReused), "services-resolved")
+	b.ReportMetric(float64(st.Sets-st.SetsReused), "sets-rendered")
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -253,4 +254,36 @@ func TestSharedEndpointAcrossHosts(t *testing.T) {
 	c.eventually("b takes it over", func() bool {
 		return c.setAddresses("node3") == `["10.244.1.5", "10.244.1.6"]` && c.setAddresses("node2") == ""
 	})
+}
+
+// TestServiceChangesReachNB: the master caches each Service's objects
+// between syncs; a change to the Service alone (not its endpoints, not its
+// EgressService) must still reach NB. On the gateway backend the
+// load-balancer IP is in NB, as the NAT row's external IP: a new ingress IP
+// replaces it.
+func TestServiceChangesReachNB(t *testing.T) {
+	c := newCluster(t)
+	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
+	kube.SetHost(t, c.ns, "web", "node2")
+	cfg := c.config("service-changes")
+	cfg.Sync.Translate.Backend = translate.BackendOVN
+	c.start(cfg, kube.Config)
+	natIP := func() string {
+		return strings.TrimSpace(c.ovn.MustNBCtl(t, "--bare", "--columns=external_ip", "find", "NAT", "logical_ip=10.244.1.5"))
+	}
+	c.eventually("the NAT row", func() bool { return natIP() == "172.18.0.100" })
+
+	ctx := context.Background()
+	svc, err := kube.Client.CoreV1().Services(c.ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "172.18.0.101"}}
+	if _, err := kube.Client.CoreV1().Services(c.ns).UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("the new ingress IP", func() bool { return natIP() == "172.18.0.101" })
+	if host := c.setAddresses("node2"); host != "" {
+		t.Errorf("the host path has rows too: %s", host)
+	}
 }

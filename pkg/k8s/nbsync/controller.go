@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovn-kubernetes/libovsdb/client"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -96,11 +97,17 @@ type Controller struct {
 	busy  atomic.Int64 // keys being synced
 
 	shared    *sharedAddresses
-	endpoints *endpointCache
+	services  *serviceCache
 	hostMoves *debouncer
+	// memo carries translation results between syncs (only the worker
+	// touches it); gone are the EgressServices deleted since the last sync,
+	// for the worker to drop from it.
+	memo   *translate.Memo
+	goneMu sync.Mutex
+	gone   []string
 
 	nodesMu sync.Mutex
-	nodes   map[string]parsedNode // parsed Node annotations by resourceVersion
+	nodes   map[string]parsedNode // parsed Node annotations, by Node object
 	events  *problemEvents
 	// stats of the last sync, for tests and benchmarks
 	statsMu sync.Mutex
@@ -108,7 +115,7 @@ type Controller struct {
 }
 
 type parsedNode struct {
-	rv   string
+	obj  *corev1.Node
 	info *translate.NodeInfo
 }
 
@@ -143,10 +150,11 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		synced:     []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[translate.Key](),
 			workqueue.TypedRateLimitingQueueConfig[translate.Key]{Name: "nbsync"}),
-		nodes:     map[string]parsedNode{},
-		shared:    newSharedAddresses(),
-		endpoints: newEndpointCache(),
-		events:    newProblemEvents(recorder, cfg.EventReasons),
+		nodes:    map[string]parsedNode{},
+		shared:   newSharedAddresses(),
+		services: newServiceCache(),
+		memo:     translate.NewMemo(),
+		events:   newProblemEvents(recorder, cfg.EventReasons),
 	}
 	c.hostMoves = newDebouncer(hostMoveQuiet, hostMoveMax, c.add)
 	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
@@ -31,7 +30,7 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 	in := translate.Input{
 		Config:         c.cfg.Translate,
 		Services:       map[string]*corev1.Service{},
-		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{},
+		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{}, // filled below
 		Only:           map[translate.Key]bool{},
 		Current:        map[string][]string{},
 		Zone:           c.cfg.Zone,
@@ -101,23 +100,19 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 			}
 		}
 	}
-	for key := range seen {
-		slices, err := c.slicesOf(key)
+	in.EgressServices = make([]*egressv1.EgressService, 0, len(seen))
+	in.Endpoints = make(map[string][]translate.Endpoint, len(seen))
+	in.Services = make(map[string]*corev1.Service, len(seen))
+	for key, es := range seen {
+		in.EgressServices = append(in.EgressServices, es)
+		e, err := c.service(es.Namespace, es.Name)
 		if err != nil {
 			return in, err
 		}
-		in.EndpointSlices[key] = slices
-	}
-	in.Endpoints = map[string][]translate.Endpoint{}
-	for key, es := range seen {
-		in.EgressServices = append(in.EgressServices, es)
-		svc, err := c.svcLister.Services(es.Namespace).Get(es.Name)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return in, err
-		}
-		if svc != nil {
-			in.Services[key] = svc
-			in.Endpoints[key] = c.endpoints.get(key, svc, in.EndpointSlices[key], c.cfg.Translate.ClusterSubnets)
+		in.EndpointSlices[key] = e.slices
+		if e.svc != nil {
+			in.Services[key] = e.svc
+			in.Endpoints[key] = e.eps
 		}
 	}
 	nodes, err := c.parsedNodes()
@@ -158,7 +153,9 @@ func (c *Controller) slicesOf(svcKey string) ([]*discoveryv1.EndpointSlice, erro
 }
 
 // parsedNodes parses every Node's annotations, reusing the previous parse
-// while the Node's resourceVersion is unchanged.
+// while the Node is the same object (an informer replaces it on every
+// change; translation's Memo relies on an unchanged Node giving the same
+// NodeInfo).
 func (c *Controller) parsedNodes() (map[string]*translate.NodeInfo, error) {
 	list, err := c.nodeLister.List(labels.Everything())
 	if err != nil {
@@ -170,8 +167,8 @@ func (c *Controller) parsedNodes() (map[string]*translate.NodeInfo, error) {
 	fresh := make(map[string]parsedNode, len(list))
 	for _, n := range list {
 		p, ok := c.nodes[n.Name]
-		if !ok || p.rv != n.ResourceVersion {
-			p = parsedNode{rv: n.ResourceVersion, info: translate.ParseNode(n, c.cfg.Translate.JoinSubnets)}
+		if !ok || p.obj != n {
+			p = parsedNode{obj: n, info: translate.ParseNode(n, c.cfg.Translate.JoinSubnets)}
 		}
 		fresh[n.Name] = p
 		out[n.Name] = p.info

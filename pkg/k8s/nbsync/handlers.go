@@ -39,8 +39,12 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 			DeleteFunc: func(o any) {
 				c.enqueueEgressService(o)
 				if es, ok := tombstone[*egressv1.EgressService](o); ok {
-					c.events.forget(translate.EgressServiceKey(es))
-					c.endpoints.forget(translate.EgressServiceKey(es))
+					key := translate.EgressServiceKey(es)
+					c.events.forget(key)
+					c.services.forget(key)
+					c.goneMu.Lock()
+					c.gone = append(c.gone, key)
+					c.goneMu.Unlock()
 				}
 			},
 		}},
@@ -174,6 +178,7 @@ func (c *Controller) enqueueByServiceKey(ns, name string) {
 
 func (c *Controller) enqueueService(o any) {
 	if s, ok := tombstone[*corev1.Service](o); ok {
+		c.services.markDirty(s.Namespace + "/" + s.Name)
 		c.enqueueByServiceKey(s.Namespace, s.Name)
 	}
 }
@@ -184,6 +189,7 @@ func (c *Controller) enqueueSlice(o any) {
 		return
 	}
 	name := s.Labels[discoveryv1.LabelServiceName]
+	c.services.markDirty(s.Namespace + "/" + name)
 	es, err := c.esLister.EgressServices(s.Namespace).Get(name)
 	if err != nil {
 		return

@@ -3,6 +3,7 @@ package nbsync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -73,7 +74,15 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 		return err
 	}
 	gathered := time.Now()
+	c.goneMu.Lock()
+	for _, key := range c.gone {
+		c.memo.Forget(key)
+	}
+	c.gone = nil
+	c.goneMu.Unlock()
+	in.Memo = c.memo
 	desired := translate.Translate(in)
+	reused := c.memo.Stats()
 	translated := time.Now()
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -92,6 +101,7 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 		c.log.WithField("keys", len(keys)).WithField("services", len(in.EgressServices)).WithField("changes", st.Changes).
 			WithField("transactions", st.Transactions).WithField("gather", gathered.Sub(start).Round(time.Microsecond)).
 			WithField("translate", translated.Sub(gathered).Round(time.Microsecond)).
+			WithField("reused", fmt.Sprintf("%d/%d services, %d/%d sets", reused.ServicesReused, reused.Services, reused.SetsReused, reused.Sets)).
 			WithField("apply", time.Since(translated).Round(time.Microsecond)).Debug("nb rows converged")
 	}
 	return nil

@@ -1,0 +1,175 @@
+package translate
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+)
+
+// Memo carries results from one translation to the next, for a caller that
+// translates the same cluster again and again (the master's translation
+// controller). It never changes a result: Translate with a Memo returns
+// exactly what it returns without one. It only saves work:
+//
+//   - a service whose inputs are the very objects of last time (the same
+//     EgressService, Service, endpoints and host, compared by identity, as
+//     informers replace an object on every change) is not resolved again,
+//     and its contributions to address sets are reused;
+//   - an address set whose contributions are all the same as last time is
+//     not rendered again.
+//
+// So when a host is drained, a translation of every host redoes only the
+// services that moved and the sets they moved between. What a service's
+// result depends on beyond those inputs makes it not memoized: an endpoint
+// another EgressService also claims, an agent report that is behind (NB's
+// current members decide), Network mode (every endpoint's node decides),
+// and interconnect zones. Endpoints are compared by identity only when the
+// caller gives them (Input.Endpoints), from a cache that returns the same
+// slice while the Service and its EndpointSlices are unchanged.
+//
+// A Memo follows one Config (another Config starts it afresh) and is not
+// safe for concurrent use. Rows and problems in a Desired may share memory
+// with later translations: callers must not modify them.
+type Memo struct {
+	cfg      Config
+	started  bool
+	services map[string]*memoService
+	sets     map[setKey]*memoSet
+	stats    MemoStats
+}
+
+// MemoStats counts what the last translation reused.
+type MemoStats struct {
+	Services, ServicesReused int
+	Sets, SetsReused         int
+}
+
+type memoService struct {
+	es   *egressv1.EgressService
+	svc  *corev1.Service
+	eps  []Endpoint
+	host *NodeInfo
+	gw   GatewayInfo
+	gwOK bool
+	s    *service
+}
+
+type memoSet struct {
+	nexthop  netip.Addr
+	parts    []*contribution
+	rendered *renderedSet
+}
+
+// NewMemo returns an empty Memo.
+func NewMemo() *Memo {
+	return &Memo{services: map[string]*memoService{}, sets: map[setKey]*memoSet{}}
+}
+
+// Forget drops what is kept for the EgressService "namespace/name" (it was deleted).
+func (m *Memo) Forget(key string) {
+	if m != nil {
+		delete(m.services, key)
+	}
+}
+
+// Stats returns the counts of the last translation.
+func (m *Memo) Stats() MemoStats {
+	if m == nil {
+		return MemoStats{}
+	}
+	return m.stats
+}
+
+// begin returns the Memo to use for this input (nil: none), starting it
+// afresh when the configuration changed.
+func (m *Memo) begin(in Input) *Memo {
+	if m == nil || in.Zone != "" {
+		return nil
+	}
+	if !m.started || !m.cfg.equal(in.Config) {
+		m.cfg, m.started = in.Config, true
+		clear(m.services)
+		clear(m.sets)
+	}
+	m.stats = MemoStats{}
+	return m
+}
+
+// service returns es's memoized service when every input it was computed
+// from is the same object as then.
+func (m *Memo) service(t *translator, es *egressv1.EgressService) *service {
+	if m == nil {
+		return nil
+	}
+	m.stats.Services++
+	key := EgressServiceKey(es)
+	e := m.services[key]
+	if e == nil || e.es != es || e.svc != t.in.Services[key] || e.host != t.in.Nodes[es.Status.Host] ||
+		!sameSlice(e.eps, t.in.Endpoints[key]) {
+		return nil
+	}
+	if t.in.Config.Backend == BackendOVN {
+		gw, ok := t.in.Gateways[es.Status.Host]
+		if ok != e.gwOK || !gw.equal(e.gw) {
+			return nil
+		}
+	}
+	m.stats.ServicesReused++
+	return e.s
+}
+
+// store keeps a freshly computed service.
+func (m *Memo) store(t *translator, s *service) {
+	if m == nil {
+		return
+	}
+	c := *s
+	c.fromMemo = true
+	e := &memoService{es: s.es, svc: s.svc, eps: t.in.Endpoints[s.key], host: t.in.Nodes[s.es.Status.Host], s: &c}
+	e.gw, e.gwOK = t.in.Gateways[s.es.Status.Host]
+	m.services[s.key] = e
+}
+
+// renderedSet returns the rows rendered last time for this set when its
+// contributions are the same ones.
+func (m *Memo) renderedSet(k setKey, acc *setAcc) *renderedSet {
+	if m == nil {
+		return nil
+	}
+	m.stats.Sets++
+	e := m.sets[k]
+	if e == nil || e.nexthop != acc.nexthop || !slices.Equal(e.parts, acc.parts) {
+		return nil
+	}
+	m.stats.SetsReused++
+	return e.rendered
+}
+
+func (m *Memo) storeSet(k setKey, acc *setAcc, rs *renderedSet) {
+	if m != nil {
+		m.sets[k] = &memoSet{nexthop: acc.nexthop, parts: acc.parts, rendered: rs}
+	}
+}
+
+// sameSlice reports whether a and b are the same slice (not just equal).
+func sameSlice[T any](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0]
+}
+
+func (c Config) equal(o Config) bool {
+	return slices.Equal(c.ClusterSubnets, o.ClusterSubnets) && slices.Equal(c.JoinSubnets, o.JoinSubnets) &&
+		slices.Equal(c.ServiceCIDRs, o.ServiceCIDRs) && c.ReroutePriority == o.ReroutePriority &&
+		c.AllowPriority == o.AllowPriority && c.Backend == o.Backend && c.UnassignedTraffic == o.UnassignedTraffic &&
+		c.AssumeAgentsReady == o.AssumeAgentsReady
+}
+
+func (g GatewayInfo) equal(o GatewayInfo) bool {
+	return maps.Equal(g.JoinIPs, o.JoinIPs) && g.NATAddressesRouter == o.NATAddressesRouter && g.ExternalPortKnown == o.ExternalPortKnown
+}
