@@ -22,6 +22,9 @@ import (
 //   - an address set whose contributions are all the same as last time is
 //     not rendered again.
 //
+// A host is compared by the fields a hosted service reads (a Node also
+// changes for its labels and for other services' reports).
+//
 // So when a host is drained, a translation of every host redoes only the
 // services that moved and the sets they moved between. What a service's
 // result depends on beyond those inputs makes it not memoized: an endpoint
@@ -37,9 +40,13 @@ import (
 type Memo struct {
 	cfg      Config
 	started  bool
-	services map[string]*memoService
+	services map[*egressv1.EgressService]*memoService
+	byKey    map[string]*egressv1.EgressService
 	sets     map[setKey]*memoSet
 	stats    MemoStats
+	// hosts caches, for one translation, whether two parses of a node agree
+	// on what a hosted service reads (a Node changes for its labels too).
+	hosts map[[2]*NodeInfo]bool
 }
 
 // MemoStats counts what the last translation reused.
@@ -49,7 +56,7 @@ type MemoStats struct {
 }
 
 type memoService struct {
-	es   *egressv1.EgressService
+	key  string
 	svc  *corev1.Service
 	eps  []Endpoint
 	host *NodeInfo
@@ -66,13 +73,14 @@ type memoSet struct {
 
 // NewMemo returns an empty Memo.
 func NewMemo() *Memo {
-	return &Memo{services: map[string]*memoService{}, sets: map[setKey]*memoSet{}}
+	return &Memo{services: map[*egressv1.EgressService]*memoService{}, byKey: map[string]*egressv1.EgressService{}, sets: map[setKey]*memoSet{}}
 }
 
 // Forget drops what is kept for the EgressService "namespace/name" (it was deleted).
 func (m *Memo) Forget(key string) {
 	if m != nil {
-		delete(m.services, key)
+		delete(m.services, m.byKey[key])
+		delete(m.byKey, key)
 	}
 }
 
@@ -93,9 +101,11 @@ func (m *Memo) begin(in Input) *Memo {
 	if !m.started || !m.cfg.equal(in.Config) {
 		m.cfg, m.started = in.Config, true
 		clear(m.services)
+		clear(m.byKey)
 		clear(m.sets)
 	}
 	m.stats = MemoStats{}
+	m.hosts = map[[2]*NodeInfo]bool{}
 	return m
 }
 
@@ -106,12 +116,15 @@ func (m *Memo) service(t *translator, es *egressv1.EgressService) *service {
 		return nil
 	}
 	m.stats.Services++
-	key := EgressServiceKey(es)
-	e := m.services[key]
-	if e == nil || e.es != es || e.svc != t.in.Services[key] || e.host != t.in.Nodes[es.Status.Host] ||
-		!sameSlice(e.eps, t.in.Endpoints[key]) {
+	e := m.services[es] // an informer's object: the same pointer while unchanged
+	if e == nil || e.svc != t.in.Services[e.key] || !sameSlice(e.eps, t.in.Endpoints[e.key]) {
 		return nil
 	}
+	host := t.in.Nodes[es.Status.Host]
+	if !m.sameHost(e.host, host, e.key) {
+		return nil
+	}
+	e.host = host
 	if t.in.Config.Backend == BackendOVN {
 		gw, ok := t.in.Gateways[es.Status.Host]
 		if ok != e.gwOK || !gw.equal(e.gw) {
@@ -122,6 +135,31 @@ func (m *Memo) service(t *translator, es *egressv1.EgressService) *service {
 	return e.s
 }
 
+// sameHost reports whether two parses of a service's host agree on all a
+// hosted service's translation reads from it: the name, gateway mode,
+// management and join addresses, and the agent's report of this service.
+func (m *Memo) sameHost(old, cur *NodeInfo, key string) bool {
+	if old == cur {
+		return true
+	}
+	if old == nil || cur == nil {
+		return false
+	}
+	pair := [2]*NodeInfo{old, cur}
+	same, ok := m.hosts[pair]
+	if !ok {
+		same = old.Name == cur.Name && old.GatewayMode == cur.GatewayMode &&
+			maps.Equal(old.MgmtIPs, cur.MgmtIPs) && maps.Equal(old.JoinIPs, cur.JoinIPs)
+		m.hosts[pair] = same
+	}
+	if !same {
+		return false
+	}
+	r1, ok1 := old.Report[key]
+	r2, ok2 := cur.Report[key]
+	return ok1 == ok2 && r1.Network == r2.Network && r1.Endpoints == r2.Endpoints && slices.Equal(r1.IngressIPs, r2.IngressIPs)
+}
+
 // store keeps a freshly computed service.
 func (m *Memo) store(t *translator, s *service) {
 	if m == nil {
@@ -129,9 +167,12 @@ func (m *Memo) store(t *translator, s *service) {
 	}
 	c := *s
 	c.fromMemo = true
-	e := &memoService{es: s.es, svc: s.svc, eps: t.in.Endpoints[s.key], host: t.in.Nodes[s.es.Status.Host], s: &c}
+	e := &memoService{key: s.key, svc: s.svc, eps: t.in.Endpoints[s.key], host: t.in.Nodes[s.es.Status.Host], s: &c}
 	e.gw, e.gwOK = t.in.Gateways[s.es.Status.Host]
-	m.services[s.key] = e
+	if old, ok := m.byKey[s.key]; ok {
+		delete(m.services, old)
+	}
+	m.services[s.es], m.byKey[s.key] = e, s.es
 }
 
 // renderedSet returns the rows rendered last time for this set when its

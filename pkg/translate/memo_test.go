@@ -2,7 +2,9 @@ package translate
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"net/netip"
 	"reflect"
 	"slices"
 	"testing"
@@ -102,7 +104,7 @@ func (m *memoWorld) step(memo *Memo) string {
 	key := m.keys[m.r.IntN(len(m.keys))]
 	i := slices.IndexFunc(m.in.EgressServices, func(e *egressv1.EgressService) bool { return EgressServiceKey(e) == key })
 	node := fmt.Sprintf("node%d", 1+m.r.IntN(m.nodes))
-	switch m.r.IntN(9) {
+	switch m.r.IntN(12) {
 	case 0, 1:
 		if i >= 0 {
 			h := m.host()
@@ -131,6 +133,12 @@ func (m *memoWorld) step(memo *Memo) string {
 		for _, k := range m.keys {
 			if m.r.IntN(2) == 0 && m.in.Services[k] != nil && slices.ContainsFunc(m.in.EgressServices, func(e *egressv1.EgressService) bool { return EgressServiceKey(e) == k }) {
 				m.ready(node, k)
+				if m.r.IntN(3) == 0 {
+					// An agent that is behind: the right addresses, old endpoints.
+					r := n.Report[k]
+					r.Endpoints = "behind"
+					n.Report[k] = r
+				}
 			}
 		}
 		return "report of " + node
@@ -160,6 +168,26 @@ func (m *memoWorld) step(memo *Memo) string {
 			m.in.Current[AddressSetName(setID(OwnerHost, node, f))] = members
 		}
 		return "NB members of " + node
+	case 9:
+		n := *m.in.Nodes[node]
+		n.Labels = map[string]string{"relabeled": fmt.Sprint(m.r.IntN(100))}
+		m.in.Nodes[node] = &n
+		return "labels of " + node
+	case 10:
+		n := *m.in.Nodes[node]
+		n.GatewayMode = []string{GatewayModeShared, GatewayModeLocal, ""}[m.r.IntN(3)]
+		m.in.Nodes[node] = &n
+		return "gateway mode of " + node
+	case 11:
+		n := *m.in.Nodes[node]
+		n.MgmtIPs, n.JoinIPs = maps.Clone(n.MgmtIPs), maps.Clone(n.JoinIPs)
+		if m.r.IntN(2) == 0 {
+			n.MgmtIPs[ipfamily.V4] = netip.MustParseAddr(fmt.Sprintf("10.244.%d.%d", 50+m.r.IntN(3), 2+m.r.IntN(3)))
+		} else {
+			n.JoinIPs[ipfamily.V4] = netip.MustParseAddr(fmt.Sprintf("100.64.0.%d", 50+m.r.IntN(3)))
+		}
+		m.in.Nodes[node] = &n
+		return "addresses of " + node
 	}
 	return "nothing"
 }

@@ -277,11 +277,11 @@ func (t *translator) resolveConflicts(svcs []*service) {
 	for _, s := range svcs {
 		n += len(s.eps)
 	}
-	owner := make(map[netip.Addr]string, n)
+	owner := make(map[netip.Addr]int32, n) // index in svcs
 	for i, s := range svcs {
 		var kept []Endpoint // only allocated once an endpoint is dropped
 		for j, e := range s.eps {
-			if o, ok := owner[e.IP]; ok && o != s.key {
+			if o, ok := owner[e.IP]; ok && int(o) != i {
 				if kept == nil {
 					if s.fromMemo {
 						// The memoized result assumed no shared endpoint.
@@ -290,10 +290,10 @@ func (t *translator) resolveConflicts(svcs []*service) {
 					}
 					kept = append(make([]Endpoint, 0, len(s.eps)), s.eps[:j]...)
 				}
-				t.problem(s.key, ReasonSharedEndpoint, "endpoint %s also backs EgressService %s, which takes precedence", e.IP, o)
+				t.problem(s.key, ReasonSharedEndpoint, "endpoint %s also backs EgressService %s, which takes precedence", e.IP, svcs[o].key)
 				continue
 			}
-			owner[e.IP] = s.key
+			owner[e.IP] = int32(i)
 			if kept != nil {
 				kept = append(kept, e)
 			}

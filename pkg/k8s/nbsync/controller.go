@@ -96,9 +96,8 @@ type Controller struct {
 	queue workqueue.TypedRateLimitingInterface[translate.Key]
 	busy  atomic.Int64 // keys being synced
 
-	shared    *sharedAddresses
-	services  *serviceCache
-	hostMoves *debouncer
+	shared   *sharedAddresses
+	services *serviceCache
 	// memo carries translation results between syncs (only the worker
 	// touches it); gone are the EgressServices deleted since the last sync,
 	// for the worker to drop from it.
@@ -156,7 +155,6 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		memo:     translate.NewMemo(),
 		events:   newProblemEvents(recorder, cfg.EventReasons),
 	}
-	c.hostMoves = newDebouncer(hostMoveQuiet, hostMoveMax, c.add)
 	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {
 		return nil, err
 	}

@@ -28,12 +28,12 @@ func hostIndex(obj any) ([]string, error) {
 // GR facts of the nodes and the current members of the keys' address sets.
 func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translate.Input, error) {
 	in := translate.Input{
-		Config:         c.cfg.Translate,
-		Services:       map[string]*corev1.Service{},
-		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{}, // filled below
-		Only:           map[translate.Key]bool{},
-		Current:        map[string][]string{},
-		Zone:           c.cfg.Zone,
+		Config:   c.cfg.Translate,
+		Services: map[string]*corev1.Service{},
+		// EndpointSlices stays empty: the parsed Endpoints are given.
+		Only:    map[translate.Key]bool{},
+		Current: map[string][]string{},
+		Zone:    c.cfg.Zone,
 	}
 	all := false
 	hosts := map[string]bool{egressv1.HostAll: true}
@@ -109,7 +109,6 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 		if err != nil {
 			return in, err
 		}
-		in.EndpointSlices[key] = e.slices
 		if e.svc != nil {
 			in.Services[key] = e.svc
 			in.Endpoints[key] = e.eps

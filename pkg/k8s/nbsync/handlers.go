@@ -28,9 +28,10 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 				o, ok1 := old.(*egressv1.EgressService)
 				n, ok2 := cur.(*egressv1.EgressService)
 				if ok1 && ok2 && o.Status.Host != n.Status.Host && o.Spec.SourceIPBy == n.Spec.SourceIPBy {
-					// A host change (one of many when a host is drained):
-					// gathered into one sync, one NB transaction.
-					c.hostMoves.add(append(c.hostKeys(o), c.hostKeys(n)...))
+					// A host change (one of many when a host is drained)
+					// dirties the old and the new host only: which service
+					// keeps a shared endpoint does not depend on hosts.
+					c.add(append(c.hostKeys(o), c.hostKeys(n)...))
 					return
 				}
 				c.enqueueEgressService(old)
