@@ -47,6 +47,8 @@ type Memo struct {
 	// hosts caches, for one translation, whether two parses of a node agree
 	// on what a hosted service reads (a Node changes for its labels too).
 	hosts map[[2]*NodeInfo]bool
+	// owner is resolveConflicts' map, kept to spare the allocation.
+	owner map[netip.Addr]int32
 }
 
 // MemoStats counts what the last translation reused.
@@ -133,6 +135,19 @@ func (m *Memo) service(t *translator, es *egressv1.EgressService) *service {
 	}
 	m.stats.ServicesReused++
 	return e.s
+}
+
+// ownerMap returns an empty map for resolveConflicts, reused between
+// translations when there is a Memo.
+func (m *Memo) ownerMap(n int) map[netip.Addr]int32 {
+	if m == nil {
+		return make(map[netip.Addr]int32, n)
+	}
+	if m.owner == nil {
+		m.owner = make(map[netip.Addr]int32, n)
+	}
+	clear(m.owner)
+	return m.owner
 }
 
 // sameHost reports whether two parses of a service's host agree on all a

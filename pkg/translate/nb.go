@@ -277,7 +277,7 @@ func (t *translator) resolveConflicts(svcs []*service) {
 	for _, s := range svcs {
 		n += len(s.eps)
 	}
-	owner := make(map[netip.Addr]int32, n) // index in svcs
+	owner := t.memo.ownerMap(n) // address -> index in svcs
 	for i, s := range svcs {
 		var kept []Endpoint // only allocated once an endpoint is dropped
 		for j, e := range s.eps {

@@ -104,6 +104,11 @@ type Controller struct {
 	memo   *translate.Memo
 	goneMu sync.Mutex
 	gone   []string
+	// scratch maps of gather, reused by the worker.
+	scratch struct {
+		services  map[string]*corev1.Service
+		endpoints map[string][]translate.Endpoint
+	}
 
 	nodesMu sync.Mutex
 	nodes   map[string]parsedNode // parsed Node annotations, by Node object
@@ -155,6 +160,7 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		memo:     translate.NewMemo(),
 		events:   newProblemEvents(recorder, cfg.EventReasons),
 	}
+	c.scratch.services, c.scratch.endpoints = map[string]*corev1.Service{}, map[string][]translate.Endpoint{}
 	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {
 		return nil, err
 	}

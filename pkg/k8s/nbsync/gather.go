@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -27,10 +26,9 @@ func hostIndex(obj any) ([]string, error) {
 // decided across hosts), their Services and EndpointSlices, every Node, the
 // GR facts of the nodes and the current members of the keys' address sets.
 func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translate.Input, error) {
+	// Input.EndpointSlices stays empty: the parsed Endpoints are given.
 	in := translate.Input{
-		Config:   c.cfg.Translate,
-		Services: map[string]*corev1.Service{},
-		// EndpointSlices stays empty: the parsed Endpoints are given.
+		Config:  c.cfg.Translate,
 		Only:    map[translate.Key]bool{},
 		Current: map[string][]string{},
 		Zone:    c.cfg.Zone,
@@ -100,9 +98,12 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 			}
 		}
 	}
+	// The worker alone gathers, and nothing keeps an Input after its sync:
+	// the maps are reused, sparing a large sync their allocation.
 	in.EgressServices = make([]*egressv1.EgressService, 0, len(seen))
-	in.Endpoints = make(map[string][]translate.Endpoint, len(seen))
-	in.Services = make(map[string]*corev1.Service, len(seen))
+	clear(c.scratch.services)
+	clear(c.scratch.endpoints)
+	in.Services, in.Endpoints = c.scratch.services, c.scratch.endpoints
 	for key, es := range seen {
 		in.EgressServices = append(in.EgressServices, es)
 		e, err := c.service(es.Namespace, es.Name)
