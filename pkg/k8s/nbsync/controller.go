@@ -223,8 +223,10 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // enqueueAll adds every key: every node, the cluster and unassigned keys,
-// and every key that has owned rows in NB (so stale rows are swept).
+// and every key that has owned rows in NB (so stale rows are swept); the
+// services are read from the listers again.
 func (c *Controller) enqueueAll(ctx context.Context) {
+	c.services.markAllDirty()
 	c.enqueueNodes()
 	keys, err := ovn.OwnedKeys(ctx, c.nb)
 	if err != nil {

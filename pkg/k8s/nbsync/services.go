@@ -45,6 +45,16 @@ func (c *serviceCache) markDirty(key string) {
 	c.mu.Unlock()
 }
 
+// markAllDirty makes the next syncs read every service again (the periodic
+// resync re-reads everything, trusting no cache).
+func (c *serviceCache) markAllDirty() {
+	c.mu.Lock()
+	for key := range c.entries {
+		c.dirty[key] = true
+	}
+	c.mu.Unlock()
+}
+
 // forget drops a deleted EgressService's entry.
 func (c *serviceCache) forget(key string) {
 	c.mu.Lock()
