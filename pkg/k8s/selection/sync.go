@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -141,12 +142,12 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 		changed = append(changed, es)
 	}
 	var mu sync.Mutex
-	written := map[string]string{} // key → resourceVersion before the write
+	written := map[string][]string{} // key → the resourceVersions older than the write
 	c.parallel(len(changed), func(i int) {
 		es := changed[i]
 		k := translate.EgressServiceKey(es)
 		sel := res.Selections[k]
-		out, err := c.writeHost(ctx, es, sel.Host)
+		out, older, err := c.writeHost(ctx, es, sel.Host)
 		if err != nil {
 			errs.set(key{name: k}, err)
 			return
@@ -155,7 +156,7 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 			return
 		}
 		mu.Lock()
-		written[k] = es.ResourceVersion
+		written[k] = older
 		mu.Unlock()
 		c.events.hostWritten(out, sel)
 		c.log.WithFields(map[string]any{"key": k, "from": sel.Current, "to": sel.Host, "why": sel.Why}).Info("host selected")
@@ -176,11 +177,12 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 // API server and retries (client-go's RetryOnConflict), unless its spec
 // changed meanwhile — then the key is decided again instead. It returns the
 // updated object, or nil when nothing was written (the object is gone, or
-// already says host).
-func (c *Controller) writeHost(ctx context.Context, es *egressv1.EgressService, host string) (*egressv1.EgressService, error) {
+// already says host), and the resourceVersions it saw before its write.
+func (c *Controller) writeHost(ctx context.Context, es *egressv1.EgressService, host string) (*egressv1.EgressService, []string, error) {
 	api := c.egress.K8sV1().EgressServices(es.Namespace)
 	k := translate.EgressServiceKey(es)
 	var written *egressv1.EgressService
+	older := []string{es.ResourceVersion}
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := es.DeepCopy()
@@ -196,6 +198,7 @@ func (c *Controller) writeHost(ctx context.Context, es *egressv1.EgressService, 
 				return nil
 			}
 			cur = fresh
+			older = append(older, fresh.ResourceVersion)
 		}
 		first = false
 		if cur.Status.Host == host {
@@ -216,22 +219,24 @@ func (c *Controller) writeHost(ctx context.Context, es *egressv1.EgressService, 
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("write status.host %q of %s: %w", host, k, err)
+		return nil, nil, fmt.Errorf("write status.host %q of %s: %w", host, k, err)
 	}
-	return written, nil
+	return written, older, nil
 }
 
 // waitObserved waits (bounded) until the lister shows a version of every
-// written EgressService newer than the one decided on: read-your-writes,
-// so that allocation counts of the next decisions include these hosts.
-func (c *Controller) waitObserved(ctx context.Context, written map[string]string) {
+// written EgressService newer than every version seen before the write
+// (the one decided on, and those re-read after conflicts; an informer sees
+// versions in order): read-your-writes, so that the next decisions start
+// from these hosts and allocation counts include them.
+func (c *Controller) waitObserved(ctx context.Context, written map[string][]string) {
 	if len(written) == 0 {
 		return
 	}
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Millisecond, observeTimeout, true, func(context.Context) (bool, error) {
-		for k, rv := range written {
+		for k, older := range written {
 			ns, name, _ := cache.SplitMetaNamespaceKey(k)
-			if cur, err := c.esLister.EgressServices(ns).Get(name); err == nil && cur.ResourceVersion == rv {
+			if cur, err := c.esLister.EgressServices(ns).Get(name); err == nil && slices.Contains(older, cur.ResourceVersion) {
 				return false, nil
 			}
 		}
