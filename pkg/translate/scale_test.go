@@ -8,19 +8,7 @@ import (
 // BenchmarkTranslateScale translates 10,000 services × 4 endpoints on 50
 // hosts (the size of DESIGN §6), all keys at once.
 func BenchmarkTranslateScale(b *testing.B) {
-	w := newWorld(50)
-	w.in.Config.AssumeAgentsReady = true
-	for s := 0; s < 10000; s++ {
-		key := fmt.Sprintf("ns%d/svc%d", s%100, s)
-		w.es(key, fmt.Sprintf("node%d", 1+s%50))
-		w.svc(key, fmt.Sprintf("172.%d.%d.%d", 19+s/62500, (s/250)%250, 1+s%250))
-		var eps []string
-		for e := 0; e < 4; e++ {
-			i := s*4 + e
-			eps = append(eps, fmt.Sprintf("10.244.%d.%d@node%d", i/250, 1+i%250, 1+i%50))
-		}
-		w.eps(key, eps...)
-	}
+	w := scaleWorld(false)
 	if d := Translate(w.in); len(d.Problems) > 0 {
 		b.Logf("%d problems, first %v", len(d.Problems), d.Problems[0])
 	}
@@ -38,21 +26,7 @@ func BenchmarkTranslateScale(b *testing.B) {
 // and every host is translated again, with the Memo of the translations
 // before (endpoints cached, as the controller gives them).
 func BenchmarkTranslateDrainMemo(b *testing.B) {
-	w := newWorld(50)
-	w.in.Config.AssumeAgentsReady = true
-	w.in.Endpoints = map[string][]Endpoint{}
-	for s := 0; s < 10000; s++ {
-		key := fmt.Sprintf("ns%d/svc%d", s%100, s)
-		w.es(key, fmt.Sprintf("node%d", 1+s%50))
-		w.svc(key, fmt.Sprintf("172.%d.%d.%d", 19+s/62500, (s/250)%250, 1+s%250))
-		var eps []string
-		for e := 0; e < 4; e++ {
-			i := s*4 + e
-			eps = append(eps, fmt.Sprintf("10.244.%d.%d@node%d", i/250, 1+i%250, 1+i%50))
-		}
-		w.eps(key, eps...)
-		w.in.Endpoints[key] = ServiceEndpoints(w.in.Services[key], w.in.EndpointSlices[key], w.in.Config.ClusterSubnets)
-	}
+	w := scaleWorld(true)
 	w.in.Memo = NewMemo()
 	Translate(w.in)
 	b.ResetTimer()
@@ -76,4 +50,30 @@ func BenchmarkTranslateDrainMemo(b *testing.B) {
 	st := w.in.Memo.Stats()
 	b.ReportMetric(float64(st.Services-st.ServicesReused), "services-resolved")
 	b.ReportMetric(float64(st.Sets-st.SetsReused), "sets-rendered")
+}
+
+// scaleWorld is 10,000 services × 4 endpoints hosted on 50 nodes, agents
+// taken as ready; with endpoints, their parsed endpoints are given as the
+// controller gives them.
+func scaleWorld(endpoints bool) *world {
+	w := newWorld(50)
+	w.in.Config.AssumeAgentsReady = true
+	if endpoints {
+		w.in.Endpoints = map[string][]Endpoint{}
+	}
+	for s := 0; s < 10000; s++ {
+		key := fmt.Sprintf("ns%d/svc%d", s%100, s)
+		w.es(key, fmt.Sprintf("node%d", 1+s%50))
+		w.svc(key, fmt.Sprintf("172.%d.%d.%d", 19+s/62500, (s/250)%250, 1+s%250))
+		var eps []string
+		for e := 0; e < 4; e++ {
+			i := s*4 + e
+			eps = append(eps, fmt.Sprintf("10.244.%d.%d@node%d", i/250, 1+i%250, 1+i%50))
+		}
+		w.eps(key, eps...)
+		if endpoints {
+			w.in.Endpoints[key] = ServiceEndpoints(w.in.Services[key], w.in.EndpointSlices[key], w.in.Config.ClusterSubnets)
+		}
+	}
+	return w
 }
