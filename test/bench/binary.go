@@ -162,14 +162,7 @@ func (b *bench) listTime(ctx context.Context, a *apiEnv) (time.Duration, error) 
 // real API server on a fresh NB: converge time, transactions, peak RSS,
 // then a restart with nothing changed (NB writes must be 0).
 func (b *bench) convergeBinary(ctx context.Context, r *result, lim rawWrite) error {
-	a, err := b.apiServer(ctx)
-	if err != nil {
-		return err
-	}
-	if err := b.ensureHosts(ctx, a); err != nil {
-		return err
-	}
-	objs, err := a.snapshot(ctx)
+	a, objs, err := b.hostedCluster(ctx)
 	if err != nil {
 		return err
 	}

@@ -88,14 +88,7 @@ func (f failoverRound) nbPart() time.Duration { return f.nbAt.Sub(f.lastStatus) 
 func (b *bench) failover(ctx context.Context, r *result, backend translate.Backend, p string, checks bool) error {
 	ctx, cancel := within(ctx, 20*time.Minute)
 	defer cancel()
-	a, err := b.apiServer(ctx)
-	if err != nil {
-		return err
-	}
-	if err := b.ensureHosts(ctx, a); err != nil {
-		return err
-	}
-	objs, err := a.snapshot(ctx)
+	a, objs, err := b.hostedCluster(ctx)
 	if err != nil {
 		return err
 	}

@@ -210,12 +210,17 @@ func (a *apiEnv) hosts(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
-// ensureHosts gives every EgressService a host (the world's layout) unless
-// all already have one, as host selection would have left them.
-func (b *bench) ensureHosts(ctx context.Context, a *apiEnv) error {
+// hostedCluster is the API server with every EgressService hosted (the
+// world's layout, unless all already have a host, as host selection would
+// have left them) and a snapshot of the objects the master reads.
+func (b *bench) hostedCluster(ctx context.Context) (*apiEnv, objects, error) {
+	a, err := b.apiServer(ctx)
+	if err != nil {
+		return nil, objects{}, err
+	}
 	cur, err := a.hosts(ctx)
 	if err != nil {
-		return err
+		return nil, objects{}, err
 	}
 	for _, h := range cur {
 		if h == "" {
@@ -223,11 +228,14 @@ func (b *bench) ensureHosts(ctx context.Context, a *apiEnv) error {
 			for s := 0; s < b.w.size.Services; s++ {
 				want[b.w.key(s)] = b.w.nodeName(b.w.host(s))
 			}
-			_, _, err := a.writeHosts(ctx, a.egress, want)
-			return err
+			if _, _, err := a.writeHosts(ctx, a.egress, want); err != nil {
+				return nil, objects{}, err
+			}
+			break
 		}
 	}
-	return nil
+	objs, err := a.snapshot(ctx)
+	return a, objs, err
 }
 
 // snapshot lists every object the master reads from the API server.
