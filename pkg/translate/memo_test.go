@@ -276,3 +276,29 @@ func TestMemoReusesWhatDidNotChange(t *testing.T) {
 		t.Fatal("moving a service changed nothing")
 	}
 }
+
+// TestNodeLabelsAndReadinessAreNotTranslated: the NB rows and problems do
+// not depend on a Node's labels or readiness (host selection reads them,
+// and writes status.host). The master's translation controller relies on
+// it to ignore label patches and heartbeats; a translation that starts
+// reading either must change that controller's nodeChanged too.
+func TestNodeLabelsAndReadinessAreNotTranslated(t *testing.T) {
+	for seed := range uint64(60) {
+		m := newMemoWorld(seed)
+		for range 5 {
+			m.step(nil)
+		}
+		want := Translate(m.in)
+		for name, info := range m.in.Nodes {
+			n := *info
+			n.Labels = map[string]string{"egress-service.k8s.ovn.org/ns0-svc00": "", "zone": fmt.Sprint(seed)}
+			n.Ready = !n.Ready
+			m.in.Nodes[name] = &n
+		}
+		if got := Translate(m.in); !reflect.DeepEqual(got, want) {
+			gy, _ := YAML(got)
+			wy, _ := YAML(want)
+			t.Fatalf("seed %d: other labels and readiness changed the translation:\n%s\nwas:\n%s", seed, gy, wy)
+		}
+	}
+}

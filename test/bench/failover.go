@@ -64,6 +64,9 @@ func (b *bench) runFailover(ctx context.Context, r *result) error {
 	return b.failover(ctx, r, translate.BackendHost, "", true)
 }
 
+// stamp formats the times of a round's debug line.
+const stamp = "15:04:05.000"
+
 // failoverRounds: hosts failed one after the other in the same run, the
 // best round counting (the machine is shared; noise only ever slows).
 const failoverRounds = 3
@@ -235,6 +238,8 @@ func (b *bench) failoverRound(ctx context.Context, a *apiEnv, env *ovnEnv, st *s
 	}
 	f.failed = prober.failedAt(f.victim)
 	f.lastStatus, f.seen = seen.last()
+	b.log.WithField("failed", f.failed.Format(stamp)).WithField("lastStatus", f.lastStatus.Format(stamp)).
+		WithField("nb", f.nbAt.Format(stamp)).WithField("sb", f.sbAt.Format(stamp)).Debug("failover round")
 	after, selAfter := st.sync.Stats(), st.sel.Stats()
 	f.statusWrites = selAfter.StatusWrites - selBefore.StatusWrites
 	f.txns, f.syncs = after.Transactions-before.Transactions, after.Syncs-before.Syncs

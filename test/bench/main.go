@@ -143,6 +143,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	l := logrus.New()
 	l.SetOutput(stderr)
 	l.SetLevel(lvl)
+	// Milliseconds: a failover's phases are tens of them apart.
+	l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
 	tmp, err := os.MkdirTemp("", "oeb-run-")
 	if err != nil {
 		return fmt.Errorf("temp dir: %w", err)

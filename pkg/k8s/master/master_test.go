@@ -287,3 +287,47 @@ func TestServiceChangesReachNB(t *testing.T) {
 		t.Errorf("the host path has rows too: %s", host)
 	}
 }
+
+// TestOwnWritesAreNotSyncedAgainButDriftIs: the echo of the master's own
+// address-set write does not make it translate the host again (during a
+// drain every write touches most hosts, and every echo re-translated them),
+// while anybody else's change to an owned set — an address removed, one
+// added, the set destroyed — is put back.
+func TestOwnWritesAreNotSyncedAgainButDriftIs(t *testing.T) {
+	c := newCluster(t)
+	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
+	kube.SetHost(t, c.ns, "web", "node2")
+	cfg := c.config("echo")
+	cfg.Sync.Translate.AssumeAgentsReady = true
+	m, _ := c.start(cfg, kube.Config)
+	c.eventually("the set", func() bool { return c.setAddresses("node2") == `["10.244.1.5"]` })
+	settled := func() nbsync.SyncStats {
+		c.eventually("idle", m.Sync().Idle)
+		time.Sleep(300 * time.Millisecond) // an echo's sync would have run by now
+		c.eventually("idle", m.Sync().Idle)
+		return m.Sync().Stats()
+	}
+
+	before := settled()
+	for i := range 4 {
+		ep := fmt.Sprintf("10.244.3.%d", 10+i)
+		kube.SetEndpoints(t, c.ns, "web", "10.244.1.5@node1", ep+"@node3")
+		c.eventually(ep, func() bool { return strings.Contains(c.setAddresses("node2"), ep) })
+	}
+	after := settled()
+	writes, syncs := after.Transactions-before.Transactions, after.Syncs-before.Syncs
+	if writes < 4 || syncs != writes {
+		t.Errorf("4 endpoint changes: %d syncs, %d of them writing; want one writing sync each and no other", syncs, writes)
+	}
+
+	set := translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4")
+	want := `["10.244.1.5", "10.244.3.13"]`
+	for _, drift := range [][]string{
+		{"remove", "Address_Set", set, "addresses", "10.244.1.5"},
+		{"add", "Address_Set", set, "addresses", "10.244.9.9"},
+		{"destroy", "Address_Set", set},
+	} {
+		c.ovn.MustNBCtl(t, drift...)
+		c.eventually("repaired after "+drift[0], func() bool { return c.setAddresses("node2") == want })
+	}
+}

@@ -98,6 +98,7 @@ type Controller struct {
 
 	shared   *sharedAddresses
 	services *serviceCache
+	wanted   *wantedSets
 	// memo carries translation results between syncs (only the worker
 	// touches it); gone are the EgressServices deleted since the last sync,
 	// for the worker to drop from it.
@@ -157,6 +158,7 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		nodes:    map[string]parsedNode{},
 		shared:   newSharedAddresses(),
 		services: newServiceCache(),
+		wanted:   newWantedSets(),
 		memo:     translate.NewMemo(),
 		events:   newProblemEvents(recorder, cfg.EventReasons),
 	}

@@ -225,16 +225,19 @@ func (c *Controller) enqueueNode(o any) {
 	}
 }
 
-// nodeChanged ignores status heartbeats: only labels, annotations,
-// readiness and addresses matter to translation.
+// nodeChanged reports the Node changes translation reads: annotations
+// (subnets, join and transit addresses, gateway mode, zone, the agent's
+// readiness report) and addresses (the node-IP sets). Labels and readiness
+// are host selection's business (it writes status.host, which dirties the
+// hosts); ignoring them keeps the label patches of a drain — one per host
+// that gained or lost services — from re-translating those hosts.
 func nodeChanged(old, cur any) bool {
 	o, ok1 := old.(*corev1.Node)
 	n, ok2 := cur.(*corev1.Node)
 	if !ok1 || !ok2 {
 		return true
 	}
-	if !maps.Equal(o.Annotations, n.Annotations) || !maps.Equal(o.Labels, n.Labels) ||
-		translate.NodeReady(o) != translate.NodeReady(n) || len(o.Status.Addresses) != len(n.Status.Addresses) {
+	if !maps.Equal(o.Annotations, n.Annotations) || len(o.Status.Addresses) != len(n.Status.Addresses) {
 		return true
 	}
 	for i := range o.Status.Addresses {
@@ -247,12 +250,15 @@ func nodeChanged(old, cur any) bool {
 
 // nbHandler maps NB cache events to keys: GR ports (join IPs, NAT
 // announcement), routers appearing, and any change to an owned row (so rows
-// removed or edited by someone else are put back).
+// removed or edited by someone else are put back) — except an address set
+// left as the worker wants it, its own write's echo above all (wantedSets).
 func (c *Controller) nbHandler() libcache.EventHandler {
-	onRow := func(table string, m model.Model) {
+	onRow := func(m model.Model, deleted bool) {
 		switch r := m.(type) {
 		case *nbdb.AddressSet:
-			c.enqueueOwned(r.ExternalIDs)
+			if (deleted && c.wanted.isWanted(r)) || (!deleted && !c.wanted.asWanted(r)) {
+				c.enqueueOwned(r.ExternalIDs)
+			}
 		case *nbdb.LogicalRouterPolicy:
 			c.enqueueOwned(r.ExternalIDs)
 		case *nbdb.NAT:
@@ -274,8 +280,8 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 		}
 	}
 	return &libcache.EventHandlerFuncs{
-		AddFunc: onRow,
-		UpdateFunc: func(table string, old, cur model.Model) {
+		AddFunc: func(_ string, m model.Model) { onRow(m, false) },
+		UpdateFunc: func(_ string, old, cur model.Model) {
 			if lr, ok := cur.(*nbdb.LogicalRouter); ok {
 				// Routers change whenever a policy or NAT row is attached;
 				// only a rename matters.
@@ -283,9 +289,9 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 					return
 				}
 			}
-			onRow(table, cur)
+			onRow(cur, false)
 		},
-		DeleteFunc: onRow,
+		DeleteFunc: func(_ string, m model.Model) { onRow(m, true) },
 	}
 }
 

@@ -84,6 +84,7 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 	desired := translate.Translate(in)
 	reused := c.memo.Stats()
 	translated := time.Now()
+	c.wanted.record(keys, desired)
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	st, err := c.applier.Apply(actx, keys, desired)
