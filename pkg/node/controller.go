@@ -24,6 +24,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -90,12 +91,11 @@ func NewController(cfg Config, d Deps, log *logrus.Entry) (*Controller, error) {
 		),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "ovn-egress-node"})
 
-	c.kubeInformers = informers.NewSharedInformerFactory(d.Kube, 0)
-	c.nodeInformers = informers.NewSharedInformerFactoryWithOptions(d.Kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
-		}))
-	c.egressInformers = egressinformers.NewSharedInformerFactory(d.Egress, 0)
+	c.kubeInformers = informer.Kube(d.Kube)
+	c.nodeInformers = informer.Kube(d.Kube, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
+	}))
+	c.egressInformers = informer.Egress(d.Egress)
 
 	es := c.egressInformers.K8s().V1().EgressServices()
 	svc := c.kubeInformers.Core().V1().Services()

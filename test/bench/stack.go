@@ -19,6 +19,7 @@ import (
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
@@ -60,8 +61,8 @@ type stack struct {
 
 func startStack(ctx context.Context, o stackOpts, log *logrus.Entry) (*stack, error) {
 	s := &stack{started: time.Now(), done: make(chan error, 2)}
-	s.kubeInf = kubeinformers.NewSharedInformerFactory(o.kube, 0)
-	s.egInf = egressinformers.NewSharedInformerFactory(o.egress, 0)
+	s.kubeInf = informer.Kube(o.kube)
+	s.egInf = informer.Egress(o.egress)
 	var err error
 	if o.nbAddr != "" {
 		s.nb, err = ovn.NewNBClient(ctx, ovn.ClientConfig{Addresses: []string{o.nbAddr}}, log.WithField("controller", "libovsdb"))

@@ -28,6 +28,7 @@ import (
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
@@ -160,8 +161,8 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 	bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	recorder := bcast.NewRecorder(eventScheme, corev1.EventSource{Component: "ovn-egress-master"})
 	m := &Master{cfg: cfg, log: log, kube: kube, egress: egress, nb: nb, bcast: bcast,
-		kubeInf: kubeinformers.NewSharedInformerFactory(kube, 0),
-		egInf:   egressinformers.NewSharedInformerFactory(egress, 0)}
+		kubeInf: informer.Kube(kube),
+		egInf:   informer.Egress(egress)}
 	if nb != nil {
 		m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), nb, m.kubeInf, m.egInf, recorder)
 	}

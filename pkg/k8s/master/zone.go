@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -18,7 +17,7 @@ import (
 
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
-	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -90,8 +89,8 @@ func RunZone(ctx context.Context, cfg ZoneConfig, kube kubernetes.Interface, egr
 	defer bcast.Shutdown()
 	bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	recorder := bcast.NewRecorder(eventScheme, corev1.EventSource{Component: "ovn-egress-zone", Host: cfg.Node})
-	kubeInf := kubeinformers.NewSharedInformerFactory(kube, 0)
-	egInf := egressinformers.NewSharedInformerFactory(egress, 0)
+	kubeInf := informer.Kube(kube)
+	egInf := informer.Egress(egress)
 	c, err := nbsync.New(cfg.Sync, log.WithField("controller", "nbsync").WithField("zone", cfg.Sync.Zone), nb, kubeInf, egInf, recorder)
 	if err != nil {
 		return err

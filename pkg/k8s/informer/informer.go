@@ -1,0 +1,35 @@
+// Package informer builds the shared informer factories of every ovn-egress
+// component, so that they all cache objects the same way.
+package informer
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+
+	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+)
+
+// StripManagedFields drops metadata.managedFields from an object before an
+// informer caches it. Nothing in ovn-egress reads them, and its writes
+// (status updates, merge patches) leave them to the API server: an update
+// that omits managedFields keeps the stored ones. With 10,000 Services,
+// EndpointSlices and EgressServices they were a tenth of the master's heap.
+func StripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Kube returns a factory for the Kubernetes types (no periodic resync).
+func Kube(c kubernetes.Interface, opts ...kubeinformers.SharedInformerOption) kubeinformers.SharedInformerFactory {
+	return kubeinformers.NewSharedInformerFactoryWithOptions(c, 0,
+		append([]kubeinformers.SharedInformerOption{kubeinformers.WithTransform(StripManagedFields)}, opts...)...)
+}
+
+// Egress returns a factory for the EgressService type (no periodic resync).
+func Egress(c egressclient.Interface) egressinformers.SharedInformerFactory {
+	return egressinformers.NewSharedInformerFactoryWithOptions(c, 0, egressinformers.WithTransform(StripManagedFields))
+}
