@@ -40,11 +40,14 @@ func watchNB(ctx context.Context, addr string) (*nbWatch, error) {
 		return nil, err
 	}
 	w.conn = c
-	err = w.monitor(ctx, c, "OVN_Northbound", "bench-nb", map[string][]string{
-		"Address_Set":           {"name", "addresses", "external_ids"},
-		"Logical_Router_Policy": {"match", "nexthops", "external_ids"},
-		"NAT":                   {"logical_ip", "external_ip", "external_ids"},
-	})
+	w.setColumns["Address_Set"] = map[string]bool{"addresses": true}
+	err = w.monitorCond(ctx, c, "OVN_Northbound", "bench-nb-as", "Address_Set", []string{"name", "addresses", "external_ids"}, nil)
+	if err == nil {
+		err = w.monitor(ctx, c, "OVN_Northbound", "bench-nb", map[string][]string{
+			"Logical_Router_Policy": {"match", "nexthops", "external_ids"},
+			"NAT":                   {"logical_ip", "external_ip", "external_ids"},
+		})
+	}
 	if err != nil {
 		c.close()
 		return nil, fmt.Errorf("monitor NB: %w", err)
@@ -156,7 +159,8 @@ func watchSB(ctx context.Context, addr string) (*sbWatch, error) {
 		return nil, err
 	}
 	w.conn = c
-	if err := w.monitor(ctx, c, "OVN_Southbound", "bench-sb-as", map[string][]string{"Address_Set": {"name", "addresses"}}); err != nil {
+	w.setColumns["Address_Set"] = map[string]bool{"addresses": true}
+	if err := w.monitorCond(ctx, c, "OVN_Southbound", "bench-sb-as", "Address_Set", []string{"name", "addresses"}, nil); err != nil {
 		c.close()
 		return nil, fmt.Errorf("monitor SB address sets: %w", err)
 	}

@@ -152,6 +152,8 @@ func (r *rpcConn) close() {
 // (["set", [...]], a bare atom, ["map", [[k, v], ...]]) into strings.
 func ovsdbSet(v any) []string {
 	switch x := v.(type) {
+	case []string: // a set column the mirror keeps decoded
+		return x
 	case string:
 		return []string{x}
 	case []any:

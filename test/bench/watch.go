@@ -20,6 +20,9 @@ type mirror struct {
 	waiters []*waiter
 	// hooks keep derived indexes; old is nil on insert, cur nil on delete.
 	hook func(table string, old, cur map[string]any)
+	// setColumns are, per table, the set columns a monitor_cond "modify"
+	// gives as a diff (the elements to toggle); they are kept as []string.
+	setColumns map[string]map[string]bool
 }
 
 type waiter struct {
@@ -27,7 +30,9 @@ type waiter struct {
 	ch   chan time.Time
 }
 
-func newMirror() *mirror { return &mirror{rows: map[string]map[string]map[string]any{}} }
+func newMirror() *mirror {
+	return &mirror{rows: map[string]map[string]map[string]any{}, setColumns: map[string]map[string]bool{}}
+}
 
 func (m *mirror) table(t string) map[string]map[string]any {
 	rows := m.rows[t]
@@ -89,8 +94,11 @@ func (m *mirror) applyUpdate(raw json.RawMessage) {
 }
 
 // applyUpdate2 handles monitor_cond's row diffs: initial, insert and delete
-// fully; modify replaces the columns it names (the bench monitors only
-// atomic columns, or columns it reads at insert, this way).
+// fully; modify replaces the atomic columns it names and toggles the
+// elements it names in the table's set columns (setColumns). Other columns
+// are read at insert only. A set column's diff costs what changed: a big
+// address set is not decoded again at every mutation, which kept the
+// bench's own observers busier than the master during a failover.
 func (m *mirror) applyUpdate2(raw json.RawMessage) {
 	var tu map[string]map[string]map[string]map[string]any
 	if json.Unmarshal(raw, &tu) != nil {
@@ -113,7 +121,9 @@ func (m *mirror) applyUpdate2(raw json.RawMessage) {
 					cur[k] = v
 				}
 				for k, v := range ru["modify"] {
-					if _, ok := v.(string); ok {
+					if m.setColumns[t][k] {
+						cur[k] = toggled(ovsdbSet(old[k]), ovsdbSet(v))
+					} else if _, ok := v.(string); ok {
 						cur[k] = v
 					}
 				}
@@ -127,6 +137,29 @@ func (m *mirror) applyUpdate2(raw json.RawMessage) {
 			}
 		}
 	}
+}
+
+// toggled is have with every element of diff added if absent and removed
+// if present (OVSDB's set diff), in no particular order.
+func toggled(have, diff []string) []string {
+	flip := make(map[string]bool, len(diff))
+	for _, d := range diff {
+		flip[d] = !flip[d]
+	}
+	out := make([]string, 0, len(have)+len(diff))
+	for _, h := range have {
+		if flip[h] {
+			delete(flip, h) // present: removed
+			continue
+		}
+		out = append(out, h)
+	}
+	for d, add := range flip {
+		if add {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func (m *mirror) fire(t string, old, cur map[string]any) {
@@ -204,9 +237,13 @@ func (m *mirror) monitor(ctx context.Context, c *rpcConn, db, id string, columns
 }
 
 // monitorCond starts a conditional monitor of one table: the rows that
-// match any of the conditions (ovsdb-server ORs a monitor's clauses).
+// match any of the conditions (ovsdb-server ORs a monitor's clauses), every
+// row without conditions. Modifications arrive as diffs (update2).
 func (m *mirror) monitorCond(ctx context.Context, c *rpcConn, db, id, table string, columns []string, where []any) error {
-	req := []map[string]any{{"columns": columns, "where": where}}
+	req := []map[string]any{{"columns": columns}}
+	if where != nil {
+		req[0]["where"] = where
+	}
 	res, err := c.call(ctx, "monitor_cond", []any{db, id, map[string]any{table: req}})
 	if err != nil {
 		return err
