@@ -64,9 +64,6 @@ func (b *bench) runFailover(ctx context.Context, r *result) error {
 	return b.failover(ctx, r, translate.BackendHost, "", true)
 }
 
-// stamp formats the times of a round's debug line.
-const stamp = "15:04:05.000"
-
 // failoverRounds: hosts failed one after the other in the same run; each
 // quantity's best round counts (the machine is shared: noise only ever
 // slows), and the median is reported beside it.

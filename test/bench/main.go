@@ -143,8 +143,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	l := logrus.New()
 	l.SetOutput(stderr)
 	l.SetLevel(lvl)
-	// Milliseconds: a failover's phases are tens of them apart.
-	l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
+	l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: stamp})
 	tmp, err := os.MkdirTemp("", "oeb-run-")
 	if err != nil {
 		return fmt.Errorf("temp dir: %w", err)
@@ -205,6 +204,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // step prints a progress line (phases can take minutes at full size).
+// stamp is the time format of the debug log: milliseconds, as a failover's
+// phases are tens of them apart.
+const stamp = "15:04:05.000"
+
 func (b *bench) step(format string, args ...any) {
 	fmt.Fprintf(b.out, "   %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }

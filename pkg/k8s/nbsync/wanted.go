@@ -20,9 +20,10 @@ import (
 // The worker records before it writes (the echo can arrive before the
 // transaction's reply). A sync that fails leaves its wish recorded: a row
 // matching it is as wanted, and the failed keys are requeued anyway.
-// Other owned rows (policies, NAT rows, routes) are not remembered: every
-// change to them is synced, as before; they change when a host gains its
-// first service or loses its last, not per endpoint.
+// Other owned rows are not remembered, and every change to them is synced,
+// as before: policies and routes change when a host gains its first service
+// or loses its last; NAT rows (gateway backend) change per endpoint, but
+// their writes are already batched by the NAT batch window.
 type wantedSets struct {
 	mu    sync.Mutex
 	seed  maphash.Seed
