@@ -33,11 +33,11 @@ type wantedSets struct {
 
 type wantedSet struct {
 	digest setDigest
-	// first and n identify the address slice the digest was computed
-	// from: a set translation did not render again is the same slice, and
-	// its digest is not computed again (holding first keeps it unique).
+	// first and digest.n identify the address slice the digest was
+	// computed from: a set translation did not render again is the same
+	// slice, and its digest is not computed again (holding first keeps it
+	// unique).
 	first *string
-	n     int
 }
 
 type setDigest struct {
@@ -74,11 +74,11 @@ func (w *wantedSets) record(keys []translate.Key, desired *translate.Desired) {
 		if rows := desired.Rows[k]; rows != nil {
 			for _, as := range rows.AddressSets {
 				id := as.ExternalIDs[translate.KeyID]
-				e := wantedSet{n: len(as.Addresses)}
-				if e.n > 0 {
+				var e wantedSet
+				if len(as.Addresses) > 0 {
 					e.first = &as.Addresses[0]
 				}
-				if prev, ok := old[id]; ok && prev.first == e.first && prev.n == e.n && prev.digest.name == as.Name {
+				if prev, ok := old[id]; ok && prev.first == e.first && prev.digest.n == len(as.Addresses) && prev.digest.name == as.Name {
 					e.digest = prev.digest
 				} else {
 					e.digest = w.digest(as.Name, as.Addresses)
