@@ -301,26 +301,31 @@ func TestOwnWritesAreNotSyncedAgainButDriftIs(t *testing.T) {
 	cfg.Sync.Translate.AssumeAgentsReady = true
 	m, _ := c.start(cfg, kube.Config)
 	c.eventually("the set", func() bool { return c.setAddresses("node2") == `["10.244.1.5"]` })
-	settled := func() nbsync.SyncStats {
-		c.eventually("idle", m.Sync().Idle)
-		time.Sleep(300 * time.Millisecond) // an echo's sync would have run by now
+	set := translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4")
+	// settled is exact, not a wait: a drift the master must repair. NB
+	// events reach the controller in commit order, so once the repair is in
+	// NB every earlier NB event (the echoes of the startup write above all)
+	// has been handled; the repair's own echo is as wanted.
+	settled := func(want string) nbsync.SyncStats {
+		c.ovn.MustNBCtl(t, "add", "Address_Set", set, "addresses", "10.244.9.8")
+		c.eventually("the barrier repaired", func() bool { return c.setAddresses("node2") == want })
 		c.eventually("idle", m.Sync().Idle)
 		return m.Sync().Stats()
 	}
 
-	before := settled()
+	before := settled(`["10.244.1.5"]`)
 	for i := range 4 {
 		ep := fmt.Sprintf("10.244.3.%d", 10+i)
 		kube.SetEndpoints(t, c.ns, "web", "10.244.1.5@node1", ep+"@node3")
 		c.eventually(ep, func() bool { return strings.Contains(c.setAddresses("node2"), ep) })
 	}
-	after := settled()
+	after := settled(`["10.244.1.5", "10.244.3.13"]`)
+	// Each change and the closing barrier: one sync, one transaction.
 	writes, syncs := after.Transactions-before.Transactions, after.Syncs-before.Syncs
-	if writes < 4 || syncs != writes {
-		t.Errorf("4 endpoint changes: %d syncs, %d of them writing; want one writing sync each and no other", syncs, writes)
+	if writes != 5 || syncs != writes {
+		t.Errorf("4 endpoint changes and a repair: %d syncs, %d of them writing; want 5 writing syncs and no other", syncs, writes)
 	}
 
-	set := translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4")
 	want := `["10.244.1.5", "10.244.3.13"]`
 	for _, drift := range [][]string{
 		{"remove", "Address_Set", set, "addresses", "10.244.1.5"},

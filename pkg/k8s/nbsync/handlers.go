@@ -15,7 +15,29 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// Event handlers only map objects to keys and enqueue them.
+// Event handlers only map objects to keys and enqueue them. Each event
+// collects its keys first and adds every one of them once: a key added twice
+// by one event (an EndpointSlice update dirties the host of its old and of
+// its new contents, usually the same) can be taken by the worker between the
+// two Adds, and is then synced a second time for nothing.
+
+// keySet holds the keys one event dirties.
+type keySet map[translate.Key]struct{}
+
+func (ks keySet) add(keys ...translate.Key) {
+	for _, k := range keys {
+		ks[k] = struct{}{}
+	}
+}
+
+// on runs collect for one event and enqueues what it gathered.
+func (c *Controller) on(collect func(keySet)) {
+	ks := keySet{}
+	collect(ks)
+	for k := range ks {
+		c.queue.Add(k)
+	}
+}
 
 func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexInformer) error {
 	handlers := []struct {
@@ -23,22 +45,25 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 		h   cache.ResourceEventHandler
 	}{
 		{es, cache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { c.enqueueEgressService(o) },
+			AddFunc: func(o any) { c.on(func(ks keySet) { c.egressServiceKeys(ks, o) }) },
 			UpdateFunc: func(old, cur any) {
-				o, ok1 := old.(*egressv1.EgressService)
-				n, ok2 := cur.(*egressv1.EgressService)
-				if ok1 && ok2 && o.Status.Host != n.Status.Host && o.Spec.SourceIPBy == n.Spec.SourceIPBy {
-					// A host change (one of many when a host is drained)
-					// dirties the old and the new host only: which service
-					// keeps a shared endpoint does not depend on hosts.
-					c.add(append(c.hostKeys(o), c.hostKeys(n)...))
-					return
-				}
-				c.enqueueEgressService(old)
-				c.enqueueEgressService(cur)
+				c.on(func(ks keySet) {
+					o, ok1 := old.(*egressv1.EgressService)
+					n, ok2 := cur.(*egressv1.EgressService)
+					if ok1 && ok2 && o.Status.Host != n.Status.Host && o.Spec.SourceIPBy == n.Spec.SourceIPBy {
+						// A host change (one of many when a host is drained)
+						// dirties the old and the new host only: which service
+						// keeps a shared endpoint does not depend on hosts.
+						ks.add(c.hostKeys(o)...)
+						ks.add(c.hostKeys(n)...)
+						return
+					}
+					c.egressServiceKeys(ks, old)
+					c.egressServiceKeys(ks, cur)
+				})
 			},
 			DeleteFunc: func(o any) {
-				c.enqueueEgressService(o)
+				c.on(func(ks keySet) { c.egressServiceKeys(ks, o) })
 				if es, ok := tombstone[*egressv1.EgressService](o); ok {
 					key := translate.EgressServiceKey(es)
 					c.events.forget(key)
@@ -50,28 +75,30 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 			},
 		}},
 		{svc, cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { c.enqueueService(o) },
-			UpdateFunc: func(_, cur any) { c.enqueueService(cur) },
-			DeleteFunc: func(o any) { c.enqueueService(o) },
+			AddFunc:    func(o any) { c.on(func(ks keySet) { c.serviceKeys(ks, o) }) },
+			UpdateFunc: func(_, cur any) { c.on(func(ks keySet) { c.serviceKeys(ks, cur) }) },
+			DeleteFunc: func(o any) { c.on(func(ks keySet) { c.serviceKeys(ks, o) }) },
 		}},
 		{slices, cache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { c.trackShared(o); c.enqueueSlice(o) },
+			AddFunc: func(o any) { c.trackShared(o); c.on(func(ks keySet) { c.sliceKeys(ks, o) }) },
 			UpdateFunc: func(old, cur any) {
 				c.trackShared(old)
 				c.trackShared(cur)
-				c.enqueueSlice(old)
-				c.enqueueSlice(cur)
+				c.on(func(ks keySet) {
+					c.sliceKeys(ks, old)
+					c.sliceKeys(ks, cur)
+				})
 			},
-			DeleteFunc: func(o any) { c.trackShared(o); c.enqueueSlice(o) },
+			DeleteFunc: func(o any) { c.trackShared(o); c.on(func(ks keySet) { c.sliceKeys(ks, o) }) },
 		}},
 		{nodes, cache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { c.enqueueNode(o) },
+			AddFunc: func(o any) { c.on(func(ks keySet) { c.nodeKeys(ks, o) }) },
 			UpdateFunc: func(old, cur any) {
 				if nodeChanged(old, cur) {
-					c.enqueueNode(cur)
+					c.on(func(ks keySet) { c.nodeKeys(ks, cur) })
 				}
 			},
-			DeleteFunc: func(o any) { c.enqueueNode(o) },
+			DeleteFunc: func(o any) { c.on(func(ks keySet) { c.nodeKeys(ks, o) }) },
 		}},
 	}
 	for _, h := range handlers {
@@ -131,23 +158,17 @@ func (c *Controller) endpointNodes(svcKey string) []string {
 	return out
 }
 
-func (c *Controller) add(keys []translate.Key) {
-	for _, k := range keys {
-		c.queue.Add(k)
-	}
-}
-
-func (c *Controller) enqueueEgressService(o any) {
+func (c *Controller) egressServiceKeys(ks keySet, o any) {
 	if es, ok := tombstone[*egressv1.EgressService](o); ok {
-		c.add(c.hostKeys(es))
-		c.enqueueSharing(translate.EgressServiceKey(es))
+		ks.add(c.hostKeys(es)...)
+		c.sharingKeys(ks, translate.EgressServiceKey(es))
 	}
 }
 
-// enqueueSharing enqueues the hosts of EgressServices that share an
-// endpoint address with svcKey's: which of them reroutes a shared address
-// depends on both.
-func (c *Controller) enqueueSharing(svcKey string) {
+// sharingKeys adds the hosts of EgressServices that share an endpoint
+// address with svcKey's: which of them reroutes a shared address depends on
+// both.
+func (c *Controller) sharingKeys(ks keySet, svcKey string) {
 	slices, _ := c.slicesOf(svcKey)
 	for _, s := range slices {
 		for _, e := range s.Endpoints {
@@ -160,7 +181,7 @@ func (c *Controller) enqueueSharing(svcKey string) {
 						continue
 					}
 					if es, err := c.esLister.EgressServices(other.Namespace).Get(name); err == nil {
-						c.add(c.hostKeys(es))
+						ks.add(c.hostKeys(es)...)
 					}
 				}
 			}
@@ -168,23 +189,21 @@ func (c *Controller) enqueueSharing(svcKey string) {
 	}
 }
 
-func (c *Controller) enqueueByServiceKey(ns, name string) {
-	es, err := c.esLister.EgressServices(ns).Get(name)
+func (c *Controller) serviceKeys(ks keySet, o any) {
+	s, ok := tombstone[*corev1.Service](o)
+	if !ok {
+		return
+	}
+	c.services.markDirty(s.Namespace + "/" + s.Name)
+	es, err := c.esLister.EgressServices(s.Namespace).Get(s.Name)
 	if err != nil {
 		return // no EgressService for this Service
 	}
-	c.add(c.hostKeys(es))
-	c.enqueueSharing(ns + "/" + name)
+	ks.add(c.hostKeys(es)...)
+	c.sharingKeys(ks, s.Namespace+"/"+s.Name)
 }
 
-func (c *Controller) enqueueService(o any) {
-	if s, ok := tombstone[*corev1.Service](o); ok {
-		c.services.markDirty(s.Namespace + "/" + s.Name)
-		c.enqueueByServiceKey(s.Namespace, s.Name)
-	}
-}
-
-func (c *Controller) enqueueSlice(o any) {
+func (c *Controller) sliceKeys(ks keySet, o any) {
 	s, ok := tombstone[*discoveryv1.EndpointSlice](o)
 	if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
 		return
@@ -195,12 +214,12 @@ func (c *Controller) enqueueSlice(o any) {
 	if err != nil {
 		return
 	}
-	c.add(c.hostKeys(es))
+	ks.add(c.hostKeys(es)...)
 	if es.Status.Host == egressv1.HostAll {
 		// The slice's own nodes: an endpoint that left a node leaves its set.
 		for _, e := range s.Endpoints {
 			if e.NodeName != nil {
-				c.queue.Add(translate.NodeKey(*e.NodeName))
+				ks.add(translate.NodeKey(*e.NodeName))
 			}
 		}
 	}
@@ -208,19 +227,18 @@ func (c *Controller) enqueueSlice(o any) {
 		for _, a := range e.Addresses {
 			objs, _ := c.sliceIndex.ByIndex(indexByAddress, a)
 			if len(objs) > 1 {
-				c.enqueueSharing(s.Namespace + "/" + name)
+				c.sharingKeys(ks, s.Namespace+"/"+name)
 				return
 			}
 		}
 	}
 }
 
-func (c *Controller) enqueueNode(o any) {
+func (c *Controller) nodeKeys(ks keySet, o any) {
 	if n, ok := tombstone[*corev1.Node](o); ok {
-		c.queue.Add(translate.NodeKey(n.Name))
-		c.queue.Add(translate.ClusterKey)
+		ks.add(translate.NodeKey(n.Name), translate.ClusterKey)
 		if c.cfg.Translate.UnassignedTraffic == translate.UnassignedDrop {
-			c.queue.Add(translate.UnassignedKey)
+			ks.add(translate.UnassignedKey)
 		}
 	}
 }

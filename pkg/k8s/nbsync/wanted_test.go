@@ -1,6 +1,7 @@
 package nbsync
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
@@ -43,7 +44,8 @@ func TestWantedSets(t *testing.T) {
 	// a key synced without rows wants none.
 	desired.Rows[k1].AddressSets[0].Addresses = []string{"10.0.0.3"}
 	w.record([]translate.Key{k1}, desired)
-	if w.asWanted(row("a1", "s1", "10.0.0.1", "10.0.0.2")) || !w.asWanted(row("a1", "s1", "10.0.0.3")) {
+	// (Its echo retires the old wish; TestWantedSetsLateEcho has the rest.)
+	if !w.asWanted(row("a1", "s1", "10.0.0.3")) || w.asWanted(row("a1", "s1", "10.0.0.1", "10.0.0.2")) {
 		t.Errorf("a new wish did not replace the old one")
 	}
 	if !w.isWanted(row("a2", "s2")) {
@@ -52,5 +54,51 @@ func TestWantedSets(t *testing.T) {
 	w.record([]translate.Key{k2}, &translate.Desired{Rows: map[translate.Key]*translate.Rows{}})
 	if w.isWanted(row("a2", "s2")) || w.asWanted(row("a2", "s2")) {
 		t.Errorf("a set no longer wanted is still wanted")
+	}
+}
+
+// TestWantedSetsLateEcho: the echo of a write can be handled after the next
+// sync of its key recorded a newer wish (libovsdb hands events over from a
+// goroutine of its own). It is still the worker's own write; once NB has
+// passed a wish — a later wish's echo arrived — that wish is drift again.
+func TestWantedSetsLateEcho(t *testing.T) {
+	w := newWantedSets()
+	k := translate.NodeKey("node1")
+	ids := map[string]string{translate.KeyID: "s1"}
+	wish := func(addrs ...string) {
+		w.record([]translate.Key{k}, &translate.Desired{Rows: map[translate.Key]*translate.Rows{
+			k: {AddressSets: []translate.AddressSet{{Name: "a1", Addresses: addrs, ExternalIDs: ids}}},
+		}})
+	}
+	row := func(addrs ...string) *nbdb.AddressSet {
+		return &nbdb.AddressSet{Name: "a1", Addresses: addrs, ExternalIDs: ids}
+	}
+	wish("10.0.0.1")
+	wish("10.0.0.1", "10.0.0.2")
+	wish("10.0.0.1", "10.0.0.2", "10.0.0.3")
+	if !w.asWanted(row("10.0.0.1")) || !w.asWanted(row("10.0.0.1", "10.0.0.2")) {
+		t.Fatalf("late echoes of earlier wishes counted as drift")
+	}
+	// NB passed the first two wishes: they are drift from now on.
+	if w.asWanted(row("10.0.0.1")) {
+		t.Errorf("a wish NB has passed is still wanted")
+	}
+	if !w.asWanted(row("10.0.0.1", "10.0.0.2", "10.0.0.3")) || w.asWanted(row("10.0.0.1", "10.0.0.2")) {
+		t.Errorf("the newest wish's echo did not retire the older ones")
+	}
+	// A wish recorded again unchanged adds nothing to retire.
+	wish("10.0.0.1", "10.0.0.2", "10.0.0.3")
+	if w.asWanted(row("10.0.0.9")) {
+		t.Errorf("drift counted as wanted")
+	}
+	// Only the last few wishes wait for their echo.
+	for i := range maxOlderWishes + 2 {
+		wish(fmt.Sprintf("10.0.1.%d", i))
+	}
+	if w.asWanted(row("10.0.1.0")) {
+		t.Errorf("more than %d older wishes kept", maxOlderWishes)
+	}
+	if !w.asWanted(row("10.0.1.2")) {
+		t.Errorf("a recent older wish was forgotten")
 	}
 }

@@ -74,8 +74,12 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 		{slices, cache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) { c.enqueueSlice(o) },
 			UpdateFunc: func(old, cur any) {
-				c.enqueueSlice(old)
+				// Each key once per event: a key added twice can be taken
+				// by the worker between the Adds and synced twice.
 				c.enqueueSlice(cur)
+				if serviceOf(old) != serviceOf(cur) {
+					c.enqueueSlice(old)
+				}
 			},
 			DeleteFunc: func(o any) { c.enqueueSlice(o) },
 		}},
@@ -113,7 +117,7 @@ func (c *Controller) enqueueEgressService(o, old any) {
 	}
 	c.queue.Add(key{name: translate.EgressServiceKey(e)})
 	c.enqueueNodeLabels(e.Status.Host)
-	if prev, ok := old.(*egressv1.EgressService); ok {
+	if prev, ok := old.(*egressv1.EgressService); ok && prev.Status.Host != e.Status.Host {
 		c.enqueueNodeLabels(prev.Status.Host)
 	}
 }
@@ -142,6 +146,14 @@ func (c *Controller) enqueueSlice(o any) {
 	if s, ok := tombstone[*discoveryv1.EndpointSlice](o); ok && s.Labels[discoveryv1.LabelServiceName] != "" {
 		c.enqueueByName(s.Namespace, s.Labels[discoveryv1.LabelServiceName])
 	}
+}
+
+// serviceOf is the "namespace/name" of the Service a slice belongs to.
+func serviceOf(o any) string {
+	if s, ok := tombstone[*discoveryv1.EndpointSlice](o); ok && s.Labels[discoveryv1.LabelServiceName] != "" {
+		return s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+	}
+	return ""
 }
 
 // enqueueHostedOn enqueues every EgressService whose status.host is host
