@@ -10,7 +10,11 @@ export TESTBIN_DIR
 
 DEMO_ARGS ?=
 
-.PHONY: all build test unit testbin generate verify lint demo e2e bench clean help
+# The packages whose tests run OVN (NB/SB/northd, RAFT, the dataplane):
+# test-ovn25 runs them on OVN 25.03.
+OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/
+
+.PHONY: all build test test-ovn25 ovn25 unit testbin generate verify lint demo e2e bench clean help
 
 all: build
 
@@ -25,6 +29,12 @@ testbin: ## build kube-apiserver, etcd and kubectl into bin/testbin (cold: ~5 mi
 
 test: testbin build ## run every test against real OVN, kube-apiserver and network namespaces
 	go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./...
+
+ovn25: ## prepare OVN 25.03 (Debian 13's packages) in a root outside the repo, once per machine (~1 min)
+	./hack/ovn-root.sh
+
+test-ovn25: testbin build ovn25 ## every OVN-facing suite and the local e2e on OVN 25.03 (OVN_VERSION=25.03)
+	OVN_VERSION=25.03 go test $(GO_TEST_FLAGS) -count=1 -timeout 20m $(OVN_TEST_PKGS)
 
 e2e: testbin ## the local end-to-end suite: real packets through OVN, the product as real processes
 	go test -count=1 -timeout 20m -v ./test/e2e/local/

@@ -60,11 +60,12 @@ func NewDataplane(t testing.TB, o *OVN, topo Topology) *Dataplane {
 	if err != nil {
 		t.Fatalf("dataplane: %v", err)
 	}
+	inst, _ := SelectedOVN() // lookPaths failed if it did
 	topo.Chassis = DataplaneChassis
 	dir := shortTempDir(t)
 	d := &Dataplane{OVN: o, Topo: topo, Hosts: map[string]*NetNS{}, dir: dir, bins: bins,
 		env: []string{"OVS_RUNDIR=" + dir, "OVS_LOGDIR=" + dir, "OVS_DBDIR=" + dir, "OVN_RUNDIR=" + dir}}
-	if out, err := exec.Command(bins["ovsdb-tool"], "create", filepath.Join(dir, "conf.db"), "/usr/share/openvswitch/vswitch.ovsschema").CombinedOutput(); err != nil {
+	if out, err := exec.Command(bins["ovsdb-tool"], "create", filepath.Join(dir, "conf.db"), inst.VSwitchSchema()).CombinedOutput(); err != nil {
 		t.Fatalf("ovsdb-tool create conf.db: %v: %s", err, out)
 	}
 	db, err := startDaemon(dir, "ovsdb-server", d.env, bins["ovsdb-server"], filepath.Join(dir, "conf.db"), "--no-chdir", "-vconsole:off",

@@ -85,9 +85,10 @@ func StartOVN(dir string, opts OVNOptions) (*OVN, error) {
 	o := &OVN{Dir: dir, bins: bins, opts: opts,
 		nbSock: filepath.Join(dir, "nb.sock"), sbSock: filepath.Join(dir, "sb.sock")}
 	o.env = []string{"OVS_RUNDIR=" + dir, "OVN_RUNDIR=" + dir, "OVS_LOGDIR=" + dir, "OVN_LOGDIR=" + dir, "OVS_DBDIR=" + dir}
+	inst, _ := SelectedOVN() // lookPaths failed if it did
 	for _, db := range []struct{ file, schema string }{
-		{"nb.db", "/usr/share/ovn/ovn-nb.ovsschema"},
-		{"sb.db", "/usr/share/ovn/ovn-sb.ovsschema"},
+		{"nb.db", inst.NBSchema()},
+		{"sb.db", inst.SBSchema()},
 	} {
 		if out, err := exec.Command(bins["ovsdb-tool"], "create", filepath.Join(dir, db.file), db.schema).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("ovsdb-tool create %s: %v: %s", db.file, err, out)

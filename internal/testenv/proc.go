@@ -125,27 +125,30 @@ func tail(path string, n int) string {
 // errMissing is returned when a binary the environment needs is not installed.
 var errMissing = errors.New("missing binaries")
 
-// lookPaths resolves binaries on PATH (and the sbin directories, which a
-// non-login root shell may lack) and names every one that is missing together
-// with the Debian packages that hold them.
+// lookPaths resolves binaries — the OVN and Open vSwitch ones from the OVN
+// that OVN_VERSION chose (SelectedOVN), every other one on PATH — and names
+// every one that is missing together with what installs it.
 func lookPaths(pkgs string, names ...string) (map[string]string, error) {
+	inst, err := SelectedOVN()
+	if err != nil {
+		return nil, err
+	}
 	found := map[string]string{}
-	var missing []string
+	var missing, fromOVN []string
 	for _, n := range names {
-		p, err := exec.LookPath(n)
-		if err != nil {
-			for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/local/sbin"} {
-				if _, serr := os.Stat(filepath.Join(dir, n)); serr == nil {
-					p, err = filepath.Join(dir, n), nil
-					break
-				}
-			}
-		}
+		p, err := inst.lookPath(n)
 		if err != nil {
 			missing = append(missing, n)
+			if inst.BinDir != "" && ovnTools[n] {
+				fromOVN = append(fromOVN, n)
+			}
 			continue
 		}
 		found[n] = p
+	}
+	if len(fromOVN) > 0 {
+		return nil, fmt.Errorf("%w: %s not found in OVN %s's %s; prepare it with: %s",
+			errMissing, strings.Join(fromOVN, ", "), inst.Version, inst.BinDir, inst.Hint)
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: %s not found; install with: apt-get install -y --no-install-recommends %s",

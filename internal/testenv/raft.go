@@ -35,12 +35,13 @@ func NewNBCluster(t testing.TB, n int) *NBCluster {
 		t.Fatal(err)
 	}
 	c := &NBCluster{Dir: dir, bins: bins}
+	inst, _ := SelectedOVN() // lookPaths failed if it did
 	raft := func(i int) string { return fmt.Sprintf("tcp:127.0.0.1:%d", ports[n+i]) }
 	for i := 0; i < n; i++ {
 		db := filepath.Join(dir, fmt.Sprintf("nb%d.db", i))
 		var cmd *exec.Cmd
 		if i == 0 {
-			cmd = exec.Command(bins["ovsdb-tool"], "create-cluster", db, "/usr/share/ovn/ovn-nb.ovsschema", raft(0))
+			cmd = exec.Command(bins["ovsdb-tool"], "create-cluster", db, inst.NBSchema(), raft(0))
 		} else {
 			cmd = exec.Command(bins["ovsdb-tool"], "join-cluster", db, "OVN_Northbound", raft(i), raft(0))
 		}
