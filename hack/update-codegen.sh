@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates every generated file in the repository:
 #   pkg/nbdb, pkg/sbdb            libovsdb modelgen -extended, from the schemas committed there
+#   pkg/nbdbext                   the same, for the newer NB tables ovn-egress uses where present
 #   pkg/k8s/apis/.../zz_generated  deepcopy (k8s.io/code-generator)
 #   pkg/k8s/client                 clientset (+fake), listers, informers (k8s.io/code-generator)
 #   dist/crds                      the EgressService CRD (sigs.k8s.io/controller-tools)
@@ -32,6 +33,13 @@ for db in nb sb; do
   "$TOOLS/modelgen" -extended -p "${db}db" -o "$dir" "$dir/ovn-${db}.ovsschema"
 done
 
+# The tables of a newer NB schema whose new columns ovn-egress uses when the
+# connected NB has them (NAT.match and NAT.priority: the NAT table of NB
+# 7.11.0, Debian 13's OVN 25.03). pkg/nbdb stays at 7.0.0: libovsdb refuses an
+# NB that lacks any column of a model.
+find pkg/nbdbext -maxdepth 1 -name '*.go' -delete
+"$TOOLS/modelgen" -extended -p nbdbext -o pkg/nbdbext pkg/nbdbext/ovn-nb.ovsschema
+
 # Kubernetes API: deepcopy, then clientset, listers and informers.
 "$TOOLS/deepcopy-gen" --go-header-file "$HEADER" --output-file zz_generated.deepcopy.go "$API_PKG"
 rm -rf pkg/k8s/client
@@ -47,4 +55,4 @@ rm -rf pkg/k8s/client
 
 # CRD.
 "$TOOLS/controller-gen" crd:crdVersions=v1 paths=./pkg/k8s/apis/... output:crd:artifacts:config=dist/crds
-gofmt -w pkg/nbdb pkg/sbdb pkg/k8s/client pkg/k8s/apis
+gofmt -w pkg/nbdb pkg/nbdbext pkg/sbdb pkg/k8s/client pkg/k8s/apis

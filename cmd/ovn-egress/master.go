@@ -138,7 +138,7 @@ func masterCommand() *cli.Command {
 	flags = append(flags, selectFlags()...)
 	flags = append(flags,
 		&cli.StringFlag{Name: "mode", Value: master.ModeCentral, Usage: "central (one NB: select hosts and translate), ic (interconnect, one NB per zone: select hosts only; node agents run with --zone) or auto (detect from the nodes' annotations)", Category: catXlate},
-		&cli.DurationFlag{Name: "nat-batch-window", Value: time.Second, Usage: "with --snat-backend=ovn: gather changes this long before each NB transaction (each NAT change costs ovn-northd 23.03 a full recompute)", Category: catXlate},
+		&cli.DurationFlag{Name: "nat-batch-window", Usage: "with --snat-backend=ovn: gather changes this long before each NB transaction (default: 1s on an NB without NAT.match, OVN < 24.09, where every NAT change costs ovn-northd a full recompute; none where NAT.match exists)", Category: catXlate},
 		&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "re-converge every key this often (0: never)", Category: catXlate},
 		&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "run only while holding the Lease (several replicas: one active)", Category: catLeader},
 		&cli.StringFlag{Name: "lease-namespace", Value: "ovn-egress", Usage: "namespace of the Lease", Category: catLeader, EnvVars: []string{"POD_NAMESPACE"}},
@@ -188,6 +188,7 @@ func masterConfig(c *cli.Context) (master.Config, error) {
 	}
 	if cfg.Sync.Translate.Backend == translate.BackendOVN {
 		cfg.Sync.BatchWindow = c.Duration("nat-batch-window")
+		cfg.Sync.AutoBatchWindow = !c.IsSet("nat-batch-window")
 	}
 	cfg.Sync.ResyncInterval = c.Duration("resync-interval")
 	if cfg.Select, err = selectConfig(c); err != nil {

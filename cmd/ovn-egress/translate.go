@@ -25,8 +25,9 @@ func translateCommand() *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringSliceFlag{Name: "filename", Aliases: []string{"f"}, Usage: "manifest file or directory (YAML or JSON, several documents per file); repeatable", Category: catXlate},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "nbctl", Usage: "nbctl (one ovn-nbctl command per line), ovsdb-json (one OVSDB transact params array) or yaml", Category: catXlate},
-		&cli.StringFlag{Name: "nb-address", Usage: "optional live NB to read the gateway routers' join addresses from (when the Node annotations lack them)", Category: catOVN},
+		&cli.StringFlag{Name: "nb-address", Usage: "optional live NB to read the gateway routers' join addresses and SNAT, and whether NAT.match exists, from", Category: catOVN},
 		&cli.StringFlag{Name: "zone", Usage: "interconnect: print the rows of this zone's NB only (without it, in an interconnect cluster, every zone's rows, each block headed by its zone)", Category: catXlate},
+		&cli.BoolFlag{Name: "nat-match", Usage: "with --snat-backend=ovn: the rows for an NB with NAT.match (OVN ≥ 24.09: one NAT row per service); taken from the NB with --nb-address", Category: catXlate},
 		&cli.BoolFlag{Name: "select-hosts", Usage: "choose hosts for EgressServices whose status.host is empty, from the Nodes given (Ready unless their conditions say otherwise), and print them", Category: catXlate},
 	}
 	flags = append(flags, translateFlags()...)
@@ -44,6 +45,7 @@ func translateCommand() *cli.Command {
 				return cli.Exit(err, exitError)
 			}
 			cfg.AssumeAgentsReady = true
+			cfg.NATMatch = c.Bool("nat-match")
 			if len(c.StringSlice("filename")) == 0 {
 				return cli.Exit("no input: give manifests with -f", exitError)
 			}
@@ -123,11 +125,12 @@ func gatewaysFromNB(ctx context.Context, addr string, in *translate.Input) error
 		return err
 	}
 	defer nb.Close()
+	in.Config.NATMatch = ovn.FeaturesOf(nb).NATMatch
 	names := make([]string, 0, len(in.Nodes))
 	for n := range in.Nodes {
 		names = append(names, n)
 	}
-	in.Gateways = ovn.Gateways(ctx, nb, names)
+	in.Gateways = ovn.Gateways(ctx, nb, names, in.Config.ClusterSubnets)
 	return nil
 }
 

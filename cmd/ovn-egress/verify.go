@@ -71,6 +71,7 @@ func verify(ctx context.Context, c *cli.Context) ([]ovn.Change, translate.Proble
 		return nil, nil, err
 	}
 	defer nb.Close()
+	cfg.NATMatch = ovn.FeaturesOf(nb).NATMatch
 	in := translate.InputFromObjects(cfg, objs)
 	keys := in.AllKeys()
 	owned, err := ovn.OwnedKeys(ctx, nb)
@@ -90,7 +91,7 @@ func verify(ctx context.Context, c *cli.Context) ([]ovn.Change, translate.Proble
 		for _, n := range objs.Nodes {
 			names = append(names, n.Name)
 		}
-		in.Gateways = ovn.Gateways(ctx, nb, names)
+		in.Gateways = ovn.Gateways(ctx, nb, names, in.Config.ClusterSubnets)
 	}
 	d := translate.Translate(in)
 	plan, err := ovn.BuildPlan(ctx, nb, keys, d)

@@ -134,3 +134,12 @@ func (i OVNInstall) lookPath(name string) (string, error) {
 	}
 	return "", err
 }
+
+// PATH returns the PATH a shell needs to run this OVN's tools by name
+// (ovn-nbctl in a printed script): BinDir first, when set.
+func (i OVNInstall) PATH() string {
+	if i.BinDir == "" {
+		return os.Getenv("PATH")
+	}
+	return i.BinDir + string(os.PathListSeparator) + os.Getenv("PATH")
+}

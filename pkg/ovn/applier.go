@@ -198,7 +198,7 @@ func (a *Applier) ops(p *Plan) ([]opGroup, error) {
 		return nil, err
 	}
 	if err := detach(p.natDelete, "nat", func(u string) ([]ovsdb.Operation, error) {
-		return a.c.Where(&nbdb.NAT{UUID: u}).Delete()
+		return natDeleteOps(a.c, u)
 	}); err != nil {
 		return nil, err
 	}
@@ -246,9 +246,7 @@ func (a *Applier) ops(p *Plan) ([]opGroup, error) {
 		}
 	}
 	for _, u := range p.natUpdate {
-		w := natModel(u.want)
-		w.UUID = u.uuid
-		if err := add(a.c.Where(&nbdb.NAT{UUID: u.uuid}).Update(w, &w.Type, &w.ExternalIP, &w.LogicalIP, &w.ExternalIDs)); err != nil {
+		if err := add(natUpdateOps(a.c, u.uuid, u.want)); err != nil {
 			return nil, err
 		}
 	}
@@ -274,8 +272,10 @@ func (a *Applier) ops(p *Plan) ([]opGroup, error) {
 	}
 	for _, r := range p.natCreate {
 		n++
-		m := natModel(r)
-		m.UUID = fmt.Sprintf("nat%d", n)
+		m, err := natModel(a.c, r, fmt.Sprintf("nat%d", n))
+		if err != nil {
+			return nil, err
+		}
 		natModels = append(natModels, attachedModel{r.Router, m})
 	}
 	for _, r := range p.rtCreate {
@@ -349,8 +349,4 @@ func policyModel(p translate.Policy) *nbdb.LogicalRouterPolicy {
 func routeModel(r translate.StaticRoute) *nbdb.LogicalRouterStaticRoute {
 	policy := nbdb.LogicalRouterStaticRoutePolicy(r.Policy)
 	return &nbdb.LogicalRouterStaticRoute{IPPrefix: r.IPPrefix, Nexthop: r.Nexthop, Policy: &policy, ExternalIDs: r.ExternalIDs}
-}
-
-func natModel(n translate.NAT) *nbdb.NAT {
-	return &nbdb.NAT{Type: nbdb.NATType(n.Type), ExternalIP: n.ExternalIP, LogicalIP: n.LogicalIP, ExternalIDs: n.ExternalIDs}
 }

@@ -46,6 +46,7 @@ func newEnv(t *testing.T, fams ...ipfamily.Family) *env {
 	cfg := translate.DefaultConfig()
 	cfg.ClusterSubnets, cfg.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
 	cfg.AssumeAgentsReady = true
+	cfg.NATMatch = ovn.FeaturesOf(c).NATMatch // as the master: NAT rows with a match where the NB has NAT.match
 	e := &env{t: t, ovn: o, topo: topo, c: c, a: ovn.NewApplier(c, 0), in: translate.Input{Config: cfg,
 		Services: map[string]*corev1.Service{}, EndpointSlices: map[string][]*discoveryv1.EndpointSlice{}, Nodes: map[string]*translate.NodeInfo{}}}
 	for _, n := range topo.Nodes {
@@ -243,8 +244,8 @@ func TestHostChangeOneTransaction(t *testing.T) {
 	e.in.Config.Backend = translate.BackendOVN
 	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, "10.244.1.5@node1", "10.244.3.5@node3")
 	e.apply()
-	if nat := e.nbctl("lr-nat-list", "GR_node2"); !strings.Contains(nat, "172.18.0.100") || !strings.Contains(nat, "10.244.1.5") {
-		t.Fatalf("GR_node2 NAT:\n%s", nat)
+	if !e.snats("GR_node2", "172.18.0.100", "10.244.1.5") {
+		t.Fatalf("GR_node2 NAT:\n%s", e.nbctl("lr-nat-list", "GR_node2"))
 	}
 	e.service("ns1", "svc1", "node3", []string{"172.18.0.100"}, "10.244.1.5@node1", "10.244.3.5@node3")
 	st := e.apply(translate.NodeKey("node2"), translate.NodeKey("node3"))
@@ -254,8 +255,8 @@ func TestHostChangeOneTransaction(t *testing.T) {
 	if nat := e.nbctl("lr-nat-list", "GR_node2"); strings.Contains(nat, "172.18.0.100") {
 		t.Errorf("GR_node2 still has the service's NAT:\n%s", nat)
 	}
-	if nat := e.nbctl("lr-nat-list", "GR_node3"); !strings.Contains(nat, "10.244.3.5") {
-		t.Errorf("GR_node3 lacks the NAT:\n%s", nat)
+	if !e.snats("GR_node3", "172.18.0.100", "10.244.3.5") {
+		t.Errorf("GR_node3 lacks the NAT:\n%s", e.nbctl("lr-nat-list", "GR_node3"))
 	}
 	list := e.nbctl("lr-policy-list", "ovn_cluster_router")
 	if !strings.Contains(list, "100.64.0.4") || strings.Contains(list, "100.64.0.3") {
@@ -341,7 +342,11 @@ func TestNBCtlRenderingMatchesApplier(t *testing.T) {
 		script = append(script, translate.ShellQuote(cmd))
 	}
 	cmd := exec.Command("sh", "-e", "-c", strings.Join(script, "\n"))
-	cmd.Env = append(cmd.Environ(), "OVN_NB_DB="+e.ovn.NBAddress())
+	inst, err := testenv.SelectedOVN()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(cmd.Environ(), "OVN_NB_DB="+e.ovn.NBAddress(), "PATH="+inst.PATH())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("sh -e: %v\n%s", err, out)
 	}
@@ -353,6 +358,36 @@ func TestNBCtlRenderingMatchesApplier(t *testing.T) {
 	if !p.Empty() {
 		t.Errorf("drift after nbctl rendering: %v", p.Changes())
 	}
+}
+
+// snats reports whether router gr has an owned snat row that gives ep the
+// external address ext: one row per endpoint (logical_ip ep), or with
+// NAT.match a row whose match names an address set holding ep.
+func (e *env) snats(gr, ext, ep string) bool {
+	e.t.Helper()
+	onGR := e.nbctl("get", "Logical_Router", gr, "nat")
+	for _, u := range strings.Fields(e.nbctl("--bare", "--columns=_uuid", "find", "NAT", "external_ip="+ext,
+		"external_ids:k8s.ovn.org/owner-controller=ovn-egress")) {
+		if !strings.Contains(onGR, u) {
+			continue
+		}
+		if e.nbctl("get", "NAT", u, "logical_ip") == `"`+ep+`"` {
+			return true
+		}
+		if !e.in.Config.NATMatch {
+			continue
+		}
+		m := e.nbctl("get", "NAT", u, "match")
+		_, set, ok := strings.Cut(m, "$")
+		if !ok {
+			continue
+		}
+		set = strings.Trim(set, `"`)
+		if strings.Contains(e.nbctl("get", "Address_Set", set, "addresses"), `"`+ep+`"`) {
+			return true
+		}
+	}
+	return false
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -456,6 +491,7 @@ func TestRAFTClusterLeaderFailover(t *testing.T) {
 func TestLargeSweepIsSplit(t *testing.T) {
 	e := newEnv(t, ipfamily.V4)
 	e.in.Config.Backend = translate.BackendOVN
+	e.in.Config.NATMatch = false // one NAT row per endpoint (valid on every NB)
 	var eps []string
 	for i := 0; i < 1200; i++ {
 		eps = append(eps, fmt.Sprintf("10.244.%d.%d@node%d", 10+i/200, 1+i%200, 1+i%3))
@@ -482,5 +518,73 @@ func TestLargeSweepIsSplit(t *testing.T) {
 	}
 	if n := strings.Count(e.nbctl("lr-nat-list", "GR_node2"), "172.18.0.100"); n != 0 {
 		t.Errorf("%d NAT rows left", n)
+	}
+}
+
+// TestGatewayRowsFollowTheNBSchema: the gateway path's NAT rows depend on the
+// NB. Without NAT.match (OVN 23.03, NB 7.0.0) one row per endpoint, and a pod
+// on the host node reaches node addresses with the LB IP (the documented
+// limit). With NAT.match (OVN 25.03, NB 7.11.0) one row per service matching
+// an address set of its endpoints — an endpoint change writes address sets
+// only — and a row that keeps the GR's own SNAT for the served endpoints'
+// traffic to node addresses. ovn-trace shows both outcomes.
+func TestGatewayRowsFollowTheNBSchema(t *testing.T) {
+	e := newEnv(t, ipfamily.V4)
+	f := ovn.FeaturesOf(e.c)
+	wantMatch, wantSchema := testenv.OVNVersion() == testenv.OVN25, map[string]string{testenv.OVN23: "7.0.0", testenv.OVN25: "7.11.0"}[testenv.OVNVersion()]
+	if f.NATMatch != wantMatch || f.SchemaVersion != wantSchema {
+		t.Fatalf("features %+v on OVN %s; want schema %s, NAT match %v", f, testenv.OVNVersion(), wantSchema, wantMatch)
+	}
+	e.in.Config.Backend = translate.BackendOVN
+	onHost := e.topo.Nodes[1].PodIP(ipfamily.V4, 5) // on node2, the host
+	e.ovn.AddPod(t, "node2", "pod1", onHost)
+	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, onHost.String()+"@node2", "10.244.1.5@node1")
+	e.apply()
+	// The outside's gateway and node3 have known MACs, so that the trace
+	// follows the packet through the GR's SNAT instead of an ARP request.
+	e.nbctl("--wait=sb", "sync")
+	dp := e.ovn.MustSBCtl(t, "--bare", "--columns=_uuid", "find", "Datapath_Binding", "external_ids:name=GR_node2")
+	for _, ip := range []string{e.topo.ExternalGateways[0].String(), "172.18.0.4"} {
+		e.ovn.MustSBCtl(t, "create", "MAC_Binding", "logical_port=rtoe-GR_node2", "ip="+ip, `mac="0a:58:ac:12:00:fe"`, "datapath="+dp)
+	}
+	nodeSNAT := e.topo.Nodes[1].ExternalIPs[0].Addr().String() // GR_node2's own SNAT of the cluster subnet
+	trace := func(dst string) string {
+		out, err := e.ovn.Trace("node2", fmt.Sprintf(`inport == "node2_pod1" && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == %s && ip.ttl == 64 && tcp`,
+			testenv.MAC(onHost), testenv.MAC(e.topo.Nodes[1].Subnets[0].Addr().Next()), onHost, dst))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	toNode := "172.18.0.4" // node3's address
+	wantToNode := "ct_snat(172.18.0.100)"
+	if wantMatch {
+		wantToNode = "ct_snat(" + nodeSNAT + ")"
+	}
+	for dst, want := range map[string]string{"8.8.8.8": "ct_snat(172.18.0.100)", toNode: wantToNode} {
+		if out := trace(dst); !strings.Contains(out, want) {
+			t.Errorf("pod on the host → %s: want %s (OVN %s)\n%s", dst, want, testenv.OVNVersion(), out)
+		}
+	}
+
+	// An endpoint change: with NAT.match only address sets change.
+	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, onHost.String()+"@node2", "10.244.3.5@node3")
+	p, err := ovn.BuildPlan(context.Background(), e.c, []translate.Key{translate.NodeKey("node2")}, translate.Translate(e.in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := map[string]int{}
+	for _, c := range p.Changes() {
+		tables[c.Table]++
+	}
+	if wantMatch && (tables["NAT"] != 0 || tables["Address_Set"] == 0) {
+		t.Errorf("with NAT.match an endpoint change planned %v; want Address_Set changes only", tables)
+	}
+	if !wantMatch && tables["NAT"] != 2 {
+		t.Errorf("without NAT.match an endpoint change planned %v; want one NAT row out, one in", tables)
+	}
+	e.apply(translate.NodeKey("node2"))
+	if !e.snats("GR_node2", "172.18.0.100", "10.244.3.5") || e.snats("GR_node2", "172.18.0.100", "10.244.1.5") {
+		t.Errorf("GR_node2's NAT rows do not follow the endpoints:\n%s", e.nbctl("lr-nat-list", "GR_node2"))
 	}
 }

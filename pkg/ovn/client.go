@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/nbdbext"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -82,9 +84,21 @@ func (c ClientConfig) Validate() error {
 
 // NBModel returns the NB client database model with the client indexes
 // ovn-egress reads through: owned rows by their k8s.ovn.org/name (the key of
-// a sync), routers by name.
-func NBModel() (model.ClientDBModel, error) {
-	m, err := nbdb.FullDatabaseModel()
+// a sync), routers by name. With natMatch the NAT table is pkg/nbdbext's
+// (NAT.match and NAT.priority; the NB must have them).
+func NBModel(natMatch bool) (model.ClientDBModel, error) {
+	base, err := nbdb.FullDatabaseModel()
+	if err != nil {
+		return base, err
+	}
+	tables := map[string]model.Model{}
+	for name, t := range base.Types() {
+		tables[name] = reflect.New(t.Elem()).Interface().(model.Model)
+	}
+	if natMatch {
+		tables[nbdb.NATTable] = &nbdbext.NAT{}
+	}
+	m, err := model.NewClientDBModel(base.Name(), tables)
 	if err != nil {
 		return m, err
 	}
@@ -104,22 +118,11 @@ func NBModel() (model.ClientDBModel, error) {
 
 // NewNBClient connects to NB (leader-only, reconnecting forever) and starts a
 // monitor of every table ovn-egress reads. The returned client's cache is
-// complete once it returns.
+// complete once it returns. The NAT table's model follows the NB's schema
+// (FeaturesOf tells which): a first connection reads the schema and closes.
 func NewNBClient(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (client.Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	m, err := NBModel()
-	if err != nil {
-		return nil, fmt.Errorf("nb model: %w", err)
-	}
-	opts, err := clientOptions(cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	c, err := client.NewOVSDBClient(m, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("nb client: %w", err)
 	}
 	timeout := cfg.ConnectTimeout
 	if timeout == 0 {
@@ -127,6 +130,22 @@ func NewNBClient(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (clie
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	natMatch, err := probeNATMatch(cctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	m, err := NBModel(natMatch)
+	if err != nil {
+		return nil, fmt.Errorf("nb model: %w", err)
+	}
+	opts, err := clientOptions(cfg, log, true)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.NewOVSDBClient(m, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nb client: %w", err)
+	}
 	if err := c.Connect(cctx); err != nil {
 		return nil, fmt.Errorf("connect to NB %s: %w", strings.Join(cfg.Addresses, ","), err)
 	}
@@ -138,7 +157,7 @@ func NewNBClient(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (clie
 		client.WithTable(&nbdb.LogicalRouterPort{}),
 		client.WithTable(&nbdb.LogicalRouterPolicy{}),
 		client.WithTable(&nbdb.AddressSet{}),
-		client.WithTable(&nbdb.NAT{}),
+		natTable(natMatch),
 		client.WithTable(&nbdb.LogicalRouterStaticRoute{}),
 		client.WithTable(lsp, &lsp.Name, &lsp.Type, &lsp.Options),
 		client.WithTable(&nbdb.NBGlobal{}),
@@ -150,7 +169,38 @@ func NewNBClient(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (clie
 	return c, nil
 }
 
-func clientOptions(cfg ClientConfig, log *logrus.Entry) ([]client.Option, error) {
+// probeNATMatch connects once with the NB 7.0.0 model, which every
+// supported NB accepts, and reads whether the server's NAT table has match
+// and priority.
+func probeNATMatch(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (bool, error) {
+	m, err := NBModel(false)
+	if err != nil {
+		return false, fmt.Errorf("nb model: %w", err)
+	}
+	opts, err := clientOptions(cfg, log, false)
+	if err != nil {
+		return false, err
+	}
+	c, err := client.NewOVSDBClient(m, opts...)
+	if err != nil {
+		return false, fmt.Errorf("nb client: %w", err)
+	}
+	if err := c.Connect(ctx); err != nil {
+		return false, fmt.Errorf("connect to NB %s: %w", strings.Join(cfg.Addresses, ","), err)
+	}
+	defer c.Close()
+	return schemaHasNATMatch(c.Schema()), nil
+}
+
+// natTable monitors the NAT table with the model NBModel(natMatch) has.
+func natTable(natMatch bool) client.MonitorOption {
+	if natMatch {
+		return client.WithTable(&nbdbext.NAT{})
+	}
+	return client.WithTable(&nbdb.NAT{})
+}
+
+func clientOptions(cfg ClientConfig, log *logrus.Entry, reconnect bool) ([]client.Option, error) {
 	var opts []client.Option
 	for _, a := range cfg.Addresses {
 		opts = append(opts, client.WithEndpoint(a))
@@ -165,8 +215,11 @@ func clientOptions(cfg ClientConfig, log *logrus.Entry) ([]client.Option, error)
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
-	opts = append(opts, client.WithLeaderOnly(true), client.WithReconnect(timeout, bo))
-	if cfg.InactivityProbe > 0 {
+	opts = append(opts, client.WithLeaderOnly(true))
+	if reconnect {
+		opts = append(opts, client.WithReconnect(timeout, bo))
+	}
+	if reconnect && cfg.InactivityProbe > 0 {
 		opts = append(opts, client.WithInactivityCheck(cfg.InactivityProbe, timeout, bo))
 	}
 	if cfg.PrivateKey != "" || cfg.Certificate != "" || cfg.CACert != "" {

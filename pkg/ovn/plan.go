@@ -113,7 +113,11 @@ func (p *Plan) Changes() []Change {
 		out = append(out, Change{"missing", nbdb.NATTable, r.ExternalIDs[translate.KeyID], fmt.Sprintf("%s %s <- %s on %s", r.Type, r.ExternalIP, r.LogicalIP, r.Router)})
 	}
 	for _, u := range p.natUpdate {
-		out = append(out, Change{"different", nbdb.NATTable, u.want.ExternalIDs[translate.KeyID], fmt.Sprintf("want %s %s <- %s", u.want.Type, u.want.ExternalIP, u.want.LogicalIP)})
+		what := fmt.Sprintf("want %s %s <- %s", u.want.Type, u.want.ExternalIP, u.want.LogicalIP)
+		if u.want.Match != "" {
+			what += fmt.Sprintf(" match %q priority %d", u.want.Match, u.want.Priority)
+		}
+		out = append(out, Change{"different", nbdb.NATTable, u.want.ExternalIDs[translate.KeyID], what})
 	}
 	for _, r := range p.natDelete {
 		out = append(out, Change{"extra", nbdb.NATTable, r.id, "on " + r.router})
@@ -176,7 +180,7 @@ func BuildPlan(ctx context.Context, c client.Client, keys []translate.Key, desir
 		if err != nil {
 			return nil, fmt.Errorf("list policies of %s: %w", k, err)
 		}
-		nats, err := ownedRows(ctx, c, k, nbdb.NAT{ExternalIDs: map[string]string{translate.KeyName: name}}, func(r *nbdb.NAT) map[string]string { return r.ExternalIDs })
+		nats, err := ownedNATs(ctx, c, k, name)
 		if err != nil {
 			return nil, fmt.Errorf("list NAT rows of %s: %w", k, err)
 		}
@@ -268,22 +272,22 @@ func (p *Plan) diffPolicies(want []translate.Policy, have []nbdb.LogicalRouterPo
 		})
 }
 
-func (p *Plan) diffNATs(want []translate.NAT, have []nbdb.NAT, refs *routerRefs) {
+func (p *Plan) diffNATs(want []translate.NAT, have []natRow, refs *routerRefs) {
 	match(want, have, func(w *translate.NAT) map[string]string { return w.ExternalIDs },
-		func(h *nbdb.NAT) map[string]string { return h.ExternalIDs },
-		func(w translate.NAT, cur nbdb.NAT) {
+		func(h *natRow) map[string]string { return h.ExternalIDs },
+		func(w translate.NAT, cur natRow) {
 			// A NAT row on another router moves: deleted there, created here.
 			if r := refs.router(cur.UUID); r != w.Router {
 				p.natDelete = append(p.natDelete, attached{cur.UUID, w.ExternalIDs[translate.KeyID], r})
 				p.natCreate = append(p.natCreate, w)
 				return
 			}
-			if string(cur.Type) != w.Type || cur.ExternalIP != w.ExternalIP || cur.LogicalIP != w.LogicalIP || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
+			if natDiffers(cur, w) {
 				p.natUpdate = append(p.natUpdate, natUpdate{cur.UUID, w})
 			}
 		},
 		func(w translate.NAT) { p.natCreate = append(p.natCreate, w) },
-		func(id string, h nbdb.NAT) {
+		func(id string, h natRow) {
 			p.natDelete = append(p.natDelete, attached{h.UUID, id, refs.router(h.UUID)})
 		})
 }
@@ -356,7 +360,6 @@ func OwnedKeys(ctx context.Context, c client.Client) ([]translate.Key, error) {
 	}
 	var as []nbdb.AddressSet
 	var ps []nbdb.LogicalRouterPolicy
-	var ns []nbdb.NAT
 	var rs []nbdb.LogicalRouterStaticRoute
 	for _, q := range []struct {
 		api  client.ConditionalAPI
@@ -364,12 +367,14 @@ func OwnedKeys(ctx context.Context, c client.Client) ([]translate.Key, error) {
 	}{
 		{c.WhereCache(func(r *nbdb.AddressSet) bool { return add(r.ExternalIDs) }), &as},
 		{c.WhereCache(func(r *nbdb.LogicalRouterPolicy) bool { return add(r.ExternalIDs) }), &ps},
-		{c.WhereCache(func(r *nbdb.NAT) bool { return add(r.ExternalIDs) }), &ns},
 		{c.WhereCache(func(r *nbdb.LogicalRouterStaticRoute) bool { return add(r.ExternalIDs) }), &rs},
 	} {
 		if err := q.api.List(ctx, q.into); err != nil && err != client.ErrNotFound {
 			return nil, fmt.Errorf("list owned rows: %w", err)
 		}
+	}
+	if err := natOwners(ctx, c, add); err != nil {
+		return nil, fmt.Errorf("list owned NAT rows: %w", err)
 	}
 	return slices.Sorted(maps.Keys(seen)), nil
 }

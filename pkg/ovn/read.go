@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/ovn-kubernetes/libovsdb/client"
 
@@ -13,13 +14,14 @@ import (
 )
 
 // Gateways reads the GR facts translation needs for each node from the NB
-// cache: the join addresses of rtoj-GR_<node> and whether etor-GR_<node>
-// announces NAT addresses. Nodes without a GR in NB are left out.
-func Gateways(ctx context.Context, c client.Client, nodes []string) map[string]translate.GatewayInfo {
+// cache: the join addresses of rtoj-GR_<node>, whether etor-GR_<node>
+// announces NAT addresses, and the GR's own SNAT of the cluster subnets.
+// Nodes without a GR in NB are left out.
+func Gateways(ctx context.Context, c client.Client, nodes []string, clusterSubnets []netip.Prefix) map[string]translate.GatewayInfo {
 	out := map[string]translate.GatewayInfo{}
 	for _, node := range nodes {
 		gr := translate.GatewayRouter(node)
-		gw := translate.GatewayInfo{JoinIPs: map[ipfamily.Family]netip.Addr{}}
+		gw := translate.GatewayInfo{JoinIPs: map[ipfamily.Family]netip.Addr{}, SNAT: gatewaySNAT(ctx, c, gr, clusterSubnets)}
 		lrp := &nbdb.LogicalRouterPort{Name: "rtoj-" + gr}
 		if err := c.Get(ctx, lrp); err == nil {
 			for _, n := range lrp.Networks {
@@ -36,6 +38,40 @@ func Gateways(ctx context.Context, c client.Client, nodes []string) map[string]t
 		if len(gw.JoinIPs) > 0 || gw.ExternalPortKnown {
 			out[node] = gw
 		}
+	}
+	return out
+}
+
+// gatewaySNAT finds, per family, the snat row on router gr that ovn-egress
+// does not own and whose logical_ip is one of the cluster subnets: the
+// address ovn-kubernetes gives the node's pods (nil when there is none).
+func gatewaySNAT(ctx context.Context, c client.Client, gr string, clusterSubnets []netip.Prefix) map[ipfamily.Family]translate.GatewaySNAT {
+	lr := &nbdb.LogicalRouter{Name: gr}
+	if err := c.Get(ctx, lr); err != nil {
+		return nil
+	}
+	var out map[ipfamily.Family]translate.GatewaySNAT
+	for _, u := range lr.Nat {
+		r, err := getNAT(ctx, c, u)
+		if err != nil || r.Type != string(nbdb.NATTypeSNAT) || r.Match != "" {
+			continue
+		}
+		if _, owned := translate.KeyOf(r.ExternalIDs); owned {
+			continue
+		}
+		p, err1 := netip.ParsePrefix(r.LogicalIP)
+		ext, err2 := netip.ParseAddr(r.ExternalIP)
+		if err1 != nil || err2 != nil || !slices.ContainsFunc(clusterSubnets, func(s netip.Prefix) bool { return s.Masked() == p.Masked() }) {
+			continue
+		}
+		f := ipfamily.OfPrefix(p)
+		if _, seen := out[f]; seen {
+			continue
+		}
+		if out == nil {
+			out = map[ipfamily.Family]translate.GatewaySNAT{}
+		}
+		out[f] = translate.GatewaySNAT{ExternalIP: ipfamily.Canonical(ext), PortRange: r.ExternalPortRange}
 	}
 	return out
 }

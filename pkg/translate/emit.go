@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -105,6 +106,7 @@ func (t *translator) emitSets() {
 		}
 		r := t.rows(key)
 		r.AddressSets = append(r.AddressSets, rs.set)
+		r.AddressSets = append(r.AddressSets, rs.natSets...)
 		r.Policies = append(r.Policies, rs.policies...)
 		r.NATs = append(r.NATs, rs.nats...)
 	}
@@ -115,6 +117,7 @@ type renderedSet struct {
 	set      AddressSet
 	policies []Policy
 	nats     []NAT
+	natSets  []AddressSet // with Config.NATMatch: one per service
 }
 
 func (t *translator) render(k setKey, acc *setAcc) *renderedSet {
@@ -141,7 +144,9 @@ func (t *translator) render(k setKey, acc *setAcc) *renderedSet {
 	rs.policies = []Policy{main, {Router: ClusterRouter, Priority: cfg.AllowPriority,
 		Match: src + " && " + t.allowDestinations(k.family), Action: ActionAllow,
 		ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionAllow)}}
-	if nn > 0 {
+	if nn > 0 && cfg.NATMatch {
+		t.renderMatchNATs(rs, k, acc)
+	} else if nn > 0 {
 		nats := make(map[netip.Addr]natEntry, nn) // one row per endpoint, the last claim wins
 		for _, c := range acc.parts {
 			for _, e := range c.nats {
@@ -155,6 +160,64 @@ func (t *translator) render(k setKey, acc *setAcc) *renderedSet {
 		}
 	}
 	return rs
+}
+
+// renderMatchNATs renders the gateway path's NAT rows on an NB with
+// NAT.match (OVN ≥ 24.09), as measured against one row per endpoint
+// (docs/performance.md): per service of the set, an address set of its
+// endpoints and one snat row matching it, so that an endpoint change writes
+// an address set and no NAT row; and one row that gives the set's traffic to
+// node addresses the GR's own SNAT, so that a pod on the host node reaches
+// other nodes with its node's address, as it would without ovn-egress. Every
+// match is positive (no negation: ovn-controller expands those into cross
+// products of flows).
+func (t *translator) renderMatchNATs(rs *renderedSet, k setKey, acc *setAcc) {
+	gr := GatewayRouter(k.node)
+	byService := map[string][]netip.Addr{}
+	ext := map[string]netip.Addr{}
+	var node GatewaySNAT
+	for _, c := range acc.parts {
+		for _, e := range c.nats {
+			byService[e.svc] = append(byService[e.svc], e.ep)
+			ext[e.svc] = e.ext
+		}
+		if c.nodeSNAT.ExternalIP.IsValid() {
+			node = c.nodeSNAT
+		}
+	}
+	everyone := k.family.Any().String() // the match selects; logical_ip only has to cover it
+	for _, svc := range slices.Sorted(maps.Keys(byService)) {
+		setIDs := ownerIDs(OwnerNATSet, k.node, k.family, svc)
+		setIDs[KeyService] = svc
+		set := AddressSetName(setIDs[KeyID])
+		rs.natSets = append(rs.natSets, AddressSet{Name: set, Addresses: addrStrings(byService[svc]), ExternalIDs: setIDs})
+		ids := ownerIDs(OwnerNAT, k.node, k.family, svc)
+		ids[KeyService] = svc
+		rs.nats = append(rs.nats, NAT{Router: gr, Type: "snat", ExternalIP: ext[svc].String(), LogicalIP: everyone,
+			Match: fmt.Sprintf("%s.src == $%s", k.family.OVNMatch(), set), Priority: NATServicePriority, ExternalIDs: ids})
+	}
+	if node.ExternalIP.IsValid() {
+		rs.nats = append(rs.nats, NAT{Router: gr, Type: "snat", ExternalIP: node.ExternalIP.String(), LogicalIP: everyone,
+			Match:    fmt.Sprintf("%s.src == $%s && %s.dst == $%s", k.family.OVNMatch(), rs.set.Name, k.family.OVNMatch(), NodeIPsSetName(k.family)),
+			Priority: NATNodePriority, ExternalPortRange: node.PortRange, ExternalIDs: ownerIDs(OwnerNAT, k.node, k.family, "node-ips")})
+	}
+}
+
+// nodeSNAT is the SNAT a host's GR gives its node's pods in family f: the
+// one NB shows on the GR, else the node's first address of the family (what
+// ovn-kubernetes' shared gateway mode SNATs to).
+func (t *translator) nodeSNAT(n *NodeInfo, f ipfamily.Family) GatewaySNAT {
+	if gw, ok := t.in.Gateways[n.Name]; ok {
+		if s, ok := gw.SNAT[f]; ok {
+			return s
+		}
+	}
+	for _, ip := range n.HostIPs {
+		if ipfamily.Of(ip) == f {
+			return GatewaySNAT{ExternalIP: ip}
+		}
+	}
+	return GatewaySNAT{}
 }
 
 // allowDestinations is the destination half of an allow policy: the

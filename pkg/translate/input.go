@@ -46,6 +46,14 @@ type Config struct {
 	// AssumeAgentsReady treats every node agent as having reported every
 	// service (offline translation).
 	AssumeAgentsReady bool
+	// NATMatch: the NB has NAT.match and NAT.priority (NB schema 7.4 and
+	// later, OVN ≥ 24.09). The gateway path then writes one NAT row per
+	// (service, family) matching an address set of the service's endpoints,
+	// and on each host's GR a row that keeps the node's own SNAT for the
+	// served endpoints' traffic to node addresses. Without it: one NAT row
+	// per endpoint, and a pod on the host node reaches node addresses with
+	// the LB IP.
+	NATMatch bool
 }
 
 // DefaultConfig returns ovn-kubernetes' defaults: cluster 10.244.0.0/16,
@@ -112,6 +120,16 @@ type GatewayInfo struct {
 	NATAddressesRouter bool
 	// ExternalPortKnown is false when no etor-GR_<node> port was found.
 	ExternalPortKnown bool
+	// SNAT is, per family, the GR's own SNAT of the cluster subnets (a row
+	// ovn-egress does not own, logical_ip a cluster subnet): what the node's
+	// pods leave with when nothing reroutes them.
+	SNAT map[ipfamily.Family]GatewaySNAT
+}
+
+// GatewaySNAT is one SNAT of a GR: the address and the external port range.
+type GatewaySNAT struct {
+	ExternalIP netip.Addr
+	PortRange  string
 }
 
 // Input is everything one translation reads.

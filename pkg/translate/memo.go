@@ -152,7 +152,7 @@ func (m *Memo) ownerMap(n int) map[netip.Addr]int32 {
 
 // sameHost reports whether two parses of a service's host agree on all a
 // hosted service's translation reads from it: the name, gateway mode,
-// management and join addresses, and the agent's report of this service.
+// management, join and host addresses, and the agent's report of this service.
 func (m *Memo) sameHost(old, cur *NodeInfo, key string) bool {
 	if old == cur {
 		return true
@@ -164,7 +164,7 @@ func (m *Memo) sameHost(old, cur *NodeInfo, key string) bool {
 	same, ok := m.hosts[pair]
 	if !ok {
 		same = old.Name == cur.Name && old.GatewayMode == cur.GatewayMode &&
-			maps.Equal(old.MgmtIPs, cur.MgmtIPs) && maps.Equal(old.JoinIPs, cur.JoinIPs)
+			maps.Equal(old.MgmtIPs, cur.MgmtIPs) && maps.Equal(old.JoinIPs, cur.JoinIPs) && slices.Equal(old.HostIPs, cur.HostIPs)
 		m.hosts[pair] = same
 	}
 	if !same {
@@ -223,9 +223,10 @@ func (c Config) equal(o Config) bool {
 	return slices.Equal(c.ClusterSubnets, o.ClusterSubnets) && slices.Equal(c.JoinSubnets, o.JoinSubnets) &&
 		slices.Equal(c.ServiceCIDRs, o.ServiceCIDRs) && c.ReroutePriority == o.ReroutePriority &&
 		c.AllowPriority == o.AllowPriority && c.Backend == o.Backend && c.UnassignedTraffic == o.UnassignedTraffic &&
-		c.AssumeAgentsReady == o.AssumeAgentsReady
+		c.AssumeAgentsReady == o.AssumeAgentsReady && c.NATMatch == o.NATMatch
 }
 
 func (g GatewayInfo) equal(o GatewayInfo) bool {
-	return maps.Equal(g.JoinIPs, o.JoinIPs) && g.NATAddressesRouter == o.NATAddressesRouter && g.ExternalPortKnown == o.ExternalPortKnown
+	return maps.Equal(g.JoinIPs, o.JoinIPs) && g.NATAddressesRouter == o.NATAddressesRouter && g.ExternalPortKnown == o.ExternalPortKnown &&
+		maps.Equal(g.SNAT, o.SNAT)
 }

@@ -93,6 +93,10 @@ type contribution struct {
 	nexthop netip.Addr
 	addrs   []netip.Addr
 	nats    []natEntry
+	// nodeSNAT is the host GR's own SNAT of the family (gateway path with
+	// Config.NATMatch): kept for the served endpoints' traffic to node
+	// addresses.
+	nodeSNAT GatewaySNAT
 }
 
 // natEntry is one snat NAT row: endpoint ep leaves as ext, for service svc.
@@ -376,6 +380,9 @@ func (t *translator) addHosted(s *service) []*contribution {
 			continue
 		}
 		c := &contribution{set: setKey{s.host.Name, owner, f}, nexthop: nexthop, addrs: make([]netip.Addr, 0, len(eps))}
+		if owner == OwnerGateway && local && t.in.Config.NATMatch {
+			c.nodeSNAT = t.nodeSNAT(s.host, f)
+		}
 		parts = append(parts, c)
 		if owner == OwnerHost && !decided {
 			eligible, decided = t.eligible(s, s.host, OwnerHost), true

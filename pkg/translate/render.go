@@ -41,6 +41,12 @@ func NBCtlCommands(d *Desired) [][]string {
 		for _, n := range r.NATs {
 			cmd := []string{"ovn-nbctl", "--id=@n", "create", "NAT", "type=" + n.Type,
 				"external_ip=" + ovsdbString(n.ExternalIP), "logical_ip=" + ovsdbString(n.LogicalIP)}
+			if n.Match != "" {
+				cmd = append(cmd, "match="+ovsdbString(n.Match), fmt.Sprintf("priority=%d", n.Priority))
+			}
+			if n.ExternalPortRange != "" {
+				cmd = append(cmd, "external_port_range="+ovsdbString(n.ExternalPortRange))
+			}
 			cmd = append(cmd, externalIDArgs(n.ExternalIDs)...)
 			out = append(out, append(cmd, "--", "add", "Logical_Router", n.Router, "nat", "@n"))
 		}
@@ -145,8 +151,14 @@ func OVSDBTransact(d *Desired) ([]byte, error) {
 				"row": map[string]any{"ip_prefix": rt.IPPrefix, "nexthop": rt.Nexthop, "policy": rt.Policy, "external_ids": ovsMap(rt.ExternalIDs)}})
 		}
 		for _, nat := range r.NATs {
-			params = append(params, map[string]any{"op": "insert", "table": "NAT", "uuid-name": named("nat", nat.Router),
-				"row": map[string]any{"type": nat.Type, "external_ip": nat.ExternalIP, "logical_ip": nat.LogicalIP, "external_ids": ovsMap(nat.ExternalIDs)}})
+			row := map[string]any{"type": nat.Type, "external_ip": nat.ExternalIP, "logical_ip": nat.LogicalIP, "external_ids": ovsMap(nat.ExternalIDs)}
+			if nat.Match != "" {
+				row["match"], row["priority"] = nat.Match, nat.Priority
+			}
+			if nat.ExternalPortRange != "" {
+				row["external_port_range"] = nat.ExternalPortRange
+			}
+			params = append(params, map[string]any{"op": "insert", "table": "NAT", "uuid-name": named("nat", nat.Router), "row": row})
 		}
 	}
 	for _, router := range routers {

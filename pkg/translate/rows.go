@@ -30,8 +30,13 @@ const (
 	OwnerHost = "EgressServiceHost"
 	// OwnerGateway: the gateway path (reroute to GR_<host>'s join IP, NAT rows on the GR).
 	OwnerGateway = "EgressServiceGateway"
-	// OwnerNAT: one snat NAT row on GR_<host> per endpoint (gateway path).
+	// OwnerNAT: the gateway path's snat NAT rows on GR_<host>: one per
+	// endpoint, or with Config.NATMatch one per (service, family) plus the
+	// node-address row.
 	OwnerNAT = "EgressServiceNAT"
+	// OwnerNATSet: with Config.NATMatch, the address set of one service's
+	// endpoints that its NAT row matches.
+	OwnerNATSet = "EgressServiceNATSet"
 	// OwnerNetwork: sourceIPBy=Network in shared gateway mode: a node's own
 	// endpoints rerouted to its own management port.
 	OwnerNetwork = "EgressServiceNetwork"
@@ -122,12 +127,27 @@ type Policy struct {
 
 // NAT is a desired NAT row on Router (a gateway router).
 type NAT struct {
-	Router      string            `json:"router"`
-	Type        string            `json:"type"`
-	ExternalIP  string            `json:"external_ip"`
-	LogicalIP   string            `json:"logical_ip"`
-	ExternalIDs map[string]string `json:"external_ids"`
+	Router     string `json:"router"`
+	Type       string `json:"type"`
+	ExternalIP string `json:"external_ip"`
+	LogicalIP  string `json:"logical_ip"`
+	// Match and Priority need an NB with NAT.match (Config.NATMatch).
+	Match             string            `json:"match,omitempty"`
+	Priority          int               `json:"priority,omitempty"`
+	ExternalPortRange string            `json:"external_port_range,omitempty"`
+	ExternalIDs       map[string]string `json:"external_ids"`
 }
+
+// Priorities of the gateway path's NAT rows with a match (Config.NATMatch):
+// northd gives a NAT row with a match the flow priority 300 + priority, above
+// every row without one (those rank by prefix length, at most 129).
+const (
+	// NATServicePriority: a service's row, SNAT to its LB IP.
+	NATServicePriority = 10
+	// NATNodePriority: a host GR's row keeping the node's own SNAT for the
+	// served endpoints' traffic to node addresses.
+	NATNodePriority = 20
+)
 
 // StaticRoute is a desired Logical_Router_Static_Route on Router.
 type StaticRoute struct {

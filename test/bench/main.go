@@ -55,7 +55,7 @@ type options struct {
 // allScenarios in the order they run (host selection first: it leaves the
 // API server's EgressServices with hosts the later scenarios reuse).
 func allScenarios() []string {
-	return []string{"selection", "converge", "steady", "churn", "failover", "gateway", "node"}
+	return []string{"selection", "converge", "steady", "churn", "failover", "gateway", "natshape", "node"}
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -220,6 +220,7 @@ func (b *bench) scenario(name string) func(context.Context, *result) error {
 		"churn":     b.runChurn,
 		"failover":  b.runFailover,
 		"gateway":   b.runGateway,
+		"natshape":  b.runNATShape,
 		"node":      b.runNodeAgent,
 	}[name]
 }

@@ -183,7 +183,7 @@ func connectNB(ctx context.Context, cfg ovn.ClientConfig, log *logrus.Entry) (cl
 	for {
 		c, err := ovn.NewNBClient(ctx, cfg, log.WithField("controller", "libovsdb"))
 		if err == nil {
-			log.WithField("endpoint", c.CurrentEndpoint()).Info("connected to NB")
+			log.WithField("endpoint", c.CurrentEndpoint()).Infof("connected to NB; %s", ovn.FeaturesOf(c))
 			return c, nil
 		}
 		log.WithError(err).Warn("NB not reachable yet; retrying")

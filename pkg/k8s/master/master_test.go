@@ -268,8 +268,10 @@ func TestServiceChangesReachNB(t *testing.T) {
 	cfg := c.config("service-changes")
 	cfg.Sync.Translate.Backend = translate.BackendOVN
 	c.start(cfg, kube.Config)
+	// One NAT row per endpoint (OVN 23.03), or per service with a match
+	// (NAT.match, OVN ≥ 24.09): either way it names the service.
 	natIP := func() string {
-		return strings.TrimSpace(c.ovn.MustNBCtl(t, "--bare", "--columns=external_ip", "find", "NAT", "logical_ip=10.244.1.5"))
+		return strings.TrimSpace(c.ovn.MustNBCtl(t, "--bare", "--columns=external_ip", "find", "NAT", "external_ids:k8s.ovn.org/egress-service="+c.ns+"/web"))
 	}
 	c.eventually("the NAT row", func() bool { return natIP() == "172.18.0.100" })
 

@@ -39,8 +39,13 @@ type Config struct {
 	Translate translate.Config
 	// BatchWindow delays a sync after the first dirty key to gather more
 	// (used with the ovn backend, where every NAT transaction costs ovn-northd
-	// a full recompute). Zero syncs at once.
+	// 23.03 a full recompute). Zero syncs at once.
 	BatchWindow time.Duration
+	// AutoBatchWindow chooses BatchWindow from the connected NB (ovn
+	// backend): DefaultNATBatchWindow where NAT rows change with every
+	// endpoint (an NB without NAT.match), none where endpoint changes are
+	// address-set writes (NAT.match).
+	AutoBatchWindow bool
 	// ResyncInterval re-converges every key periodically (0 disables).
 	ResyncInterval time.Duration
 	// MaxBatch bounds the keys synced together.
@@ -55,6 +60,10 @@ type Config struct {
 	// zone would report the same problem).
 	EventReasons map[translate.Reason]bool
 }
+
+// DefaultNATBatchWindow is the batch window of the ovn backend on an NB
+// without NAT.match.
+const DefaultNATBatchWindow = time.Second
 
 // Validate checks the configuration and fills defaults.
 func (c *Config) Validate() error {
@@ -134,11 +143,27 @@ type SyncStats struct {
 }
 
 // New wires the controller to the informer factories (not yet started) and a
-// connected NB client whose monitor is complete.
+// connected NB client whose monitor is complete. What translation may use of
+// the NB's schema (NAT.match) is taken from the client.
 func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.SharedInformerFactory,
 	egressInf egressinformers.SharedInformerFactory, recorder record.EventRecorder) (*Controller, error) {
+	features := ovn.FeaturesOf(nb)
+	cfg.Translate.NATMatch = features.NATMatch
+	if cfg.AutoBatchWindow {
+		cfg.BatchWindow = 0
+		if cfg.Translate.Backend == translate.BackendOVN && !features.NATMatch {
+			cfg.BatchWindow = DefaultNATBatchWindow
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Translate.Backend == translate.BackendOVN {
+		shape := "one NAT row per endpoint"
+		if features.NATMatch {
+			shape = "one NAT row per service, matching its address set"
+		}
+		log.WithField("nat-batch-window", cfg.BatchWindow).Infof("%s: the gateway path writes %s", features, shape)
 	}
 	esInf := egressInf.K8s().V1().EgressServices()
 	svcInf := kubeInf.Core().V1().Services()

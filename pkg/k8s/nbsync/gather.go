@@ -127,7 +127,7 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 				names = append(names, h)
 			}
 		}
-		in.Gateways = ovn.Gateways(ctx, c.nb, names)
+		in.Gateways = ovn.Gateways(ctx, c.nb, names, c.cfg.Translate.ClusterSubnets)
 	}
 	if err := ovn.CurrentMembers(ctx, c.nb, keys, in.Current); err != nil {
 		return in, err
