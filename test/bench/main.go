@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
 )
 
 func main() {
@@ -164,7 +166,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	stamp := time.Now().Format("2006-01-02-1504")
-	fmt.Fprintf(stdout, "ovn-egress bench: %s, scenarios %s\n", o.size, strings.Join(o.scenarios, ","))
+	if v := testenv.OVNVersion(); v != testenv.OVN23 {
+		stamp += "-ovn" + v // results of both OVNs side by side
+	}
+	fmt.Fprintf(stdout, "ovn-egress bench: %s on OVN %s, scenarios %s\n", o.size, testenv.OVNVersion(), strings.Join(o.scenarios, ","))
 	var results []*result
 	var failed []string
 	for _, name := range o.scenarios {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"io"
 	"math"
 	"os"
@@ -220,8 +221,12 @@ func machineFacts(kubeAPIServer string) machine {
 			m.OS = strings.Trim(v, `"`)
 		}
 	}
-	m.OVN = firstLine("ovn-northd", "--version")
-	m.OVS = firstLine("ovsdb-server", "--version")
+	dir := ""
+	if inst, err := testenv.SelectedOVN(); err == nil && inst.BinDir != "" {
+		dir = inst.BinDir + "/"
+	}
+	m.OVN = firstLine(dir+"ovn-northd", "--version")
+	m.OVS = firstLine(dir+"ovsdb-server", "--version")
 	if kubeAPIServer != "" {
 		m.Kube = firstLine(kubeAPIServer, "--version")
 	}
