@@ -294,3 +294,31 @@ func (o *OVN) MustSBCtl(t testing.TB, args ...string) string {
 	}
 	return out
 }
+
+// SNATs reports whether router gr has a snat row owned by ovn-egress that
+// gives ep the external address ext: one row per endpoint (logical_ip ep),
+// or a row whose match names an address set holding ep (NAT.match).
+func (o *OVN) SNATs(t testing.TB, gr, ext, ep string) bool {
+	t.Helper()
+	onGR := o.MustNBCtl(t, "get", "Logical_Router", gr, "nat")
+	for _, u := range strings.Fields(o.MustNBCtl(t, "--bare", "--columns=_uuid", "find", "NAT", "external_ip="+ext,
+		"external_ids:k8s.ovn.org/owner-controller=ovn-egress")) {
+		if !strings.Contains(onGR, u) {
+			continue
+		}
+		if o.MustNBCtl(t, "get", "NAT", u, "logical_ip") == `"`+ep+`"` {
+			return true
+		}
+		m, err := o.NBCtl("get", "NAT", u, "match")
+		if err != nil { // no NAT.match in this NB
+			continue
+		}
+		if _, set, ok := strings.Cut(m, "$"); ok {
+			set, _, _ = strings.Cut(strings.Trim(set, `"`), " ")
+			if strings.Contains(o.MustNBCtl(t, "get", "Address_Set", set, "addresses"), `"`+ep+`"`) {
+				return true
+			}
+		}
+	}
+	return false
+}

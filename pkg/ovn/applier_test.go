@@ -360,35 +360,8 @@ func TestNBCtlRenderingMatchesApplier(t *testing.T) {
 	}
 }
 
-// snats reports whether router gr has an owned snat row that gives ep the
-// external address ext: one row per endpoint (logical_ip ep), or with
-// NAT.match a row whose match names an address set holding ep.
-func (e *env) snats(gr, ext, ep string) bool {
-	e.t.Helper()
-	onGR := e.nbctl("get", "Logical_Router", gr, "nat")
-	for _, u := range strings.Fields(e.nbctl("--bare", "--columns=_uuid", "find", "NAT", "external_ip="+ext,
-		"external_ids:k8s.ovn.org/owner-controller=ovn-egress")) {
-		if !strings.Contains(onGR, u) {
-			continue
-		}
-		if e.nbctl("get", "NAT", u, "logical_ip") == `"`+ep+`"` {
-			return true
-		}
-		if !e.in.Config.NATMatch {
-			continue
-		}
-		m := e.nbctl("get", "NAT", u, "match")
-		_, set, ok := strings.Cut(m, "$")
-		if !ok {
-			continue
-		}
-		set = strings.Trim(set, `"`)
-		if strings.Contains(e.nbctl("get", "Address_Set", set, "addresses"), `"`+ep+`"`) {
-			return true
-		}
-	}
-	return false
-}
+// snats: GR gr SNATs ep to ext (testenv.OVN.SNATs).
+func (e *env) snats(gr, ext, ep string) bool { e.t.Helper(); return e.ovn.SNATs(e.t, gr, ext, ep) }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -24,8 +24,8 @@ func TestGatewayBackend(t *testing.T) {
 	c.host("web", func(h string) bool { return h == "node2" })
 	c.expectSource(p1, 15*time.Second, only(lb))
 	c.expectSource(p3, 15*time.Second, only(lb))
-	if nat := c.ovn.MustNBCtl(t, "lr-nat-list", "GR_node2"); !strings.Contains(nat, "172.18.0.100") || !strings.Contains(nat, "10.244.1.5") {
-		t.Fatalf("GR_node2 NAT rows:\n%s", nat)
+	if !c.ovn.SNATs(t, "GR_node2", "172.18.0.100", "10.244.1.5") {
+		t.Fatalf("GR_node2 NAT rows:\n%s", c.ovn.MustNBCtl(t, "lr-nat-list", "GR_node2"))
 	}
 	c.patchSelector("web", map[string]string{"egress": "b"})
 	c.host("web", func(h string) bool { return h == "node3" })

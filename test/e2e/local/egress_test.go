@@ -49,15 +49,18 @@ func TestEgressWithoutSelector(t *testing.T) {
 
 			// Not rerouted: pod → pod on another node keeps the pod's
 			// source; pod → node address leaves through the pod's own GR
-			// with its node's address. On the gateway path a pod on the
-			// host node itself is the exception: its own GR holds the
-			// egress NAT rows, which in OVN 23.03 cannot match on the
-			// destination (NAT.match arrives in 24.09), so it reaches node
-			// addresses with the LB IP; it is checked from another node.
+			// with its node's address. On the gateway path the host's own
+			// GR holds the egress NAT rows: with NAT.match (OVN ≥ 24.09) a
+			// row keeps the node's SNAT for traffic to node addresses, so a
+			// pod on the host node itself is checked; OVN 23.03's NAT rows
+			// cannot match on the destination and a pod on the host reaches
+			// node addresses with the LB IP (the documented limit), so
+			// there it is checked from another node.
 			src := p1
 			if tc.backend == "ovn" {
+				onHost := testenv.OVNVersion() != testenv.OVN23
 				for _, p := range []*pod{p1, p2, p3} {
-					if p.node != host {
+					if (p.node == host) == onHost {
 						src = p
 						break
 					}
