@@ -255,10 +255,11 @@ func (c *Controller) onNode(old, obj any) {
 	if o, ok := old.(*corev1.Node); ok {
 		oldAnn = o.Annotations
 	}
-	if oldAnn == nil || oldAnn[translate.ReportAnnotation] != n.Annotations[translate.ReportAnnotation] {
-		c.enqueue()
+	subnets := oldAnn == nil || oldAnn[translate.AnnotNodeSubnets] != n.Annotations[translate.AnnotNodeSubnets]
+	if subnets || oldAnn[translate.ReportAnnotation] != n.Annotations[translate.ReportAnnotation] {
+		c.enqueue() // the subnets tell pod endpoints outside --cluster-subnets
 	}
-	if oldAnn == nil || oldAnn[translate.AnnotNodeSubnets] != n.Annotations[translate.AnnotNodeSubnets] {
+	if subnets {
 		select {
 		case c.nodeChanged <- struct{}{}:
 		default:

@@ -84,6 +84,9 @@ func (c *Controller) sync(ctx context.Context) error {
 // names of the services programmed here.
 func (c *Controller) gather() (translate.NodePlanInput, error) {
 	in := translate.NodePlanInput{Node: c.cfg.NodeName, ClusterSubnets: c.cfg.ClusterSubnets, Config: c.cfg.planConfig()}
+	if n, err := c.nodeLister.Get(c.cfg.NodeName); err == nil {
+		in.NodeSubnets = translate.ParseNode(n, nil).Subnets
+	}
 	all, err := c.esLister.List(labels.Everything())
 	if err != nil {
 		return in, fmt.Errorf("list EgressServices: %w", err)

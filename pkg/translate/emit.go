@@ -189,7 +189,7 @@ func (t *translator) renderMatchNATs(rs *renderedSet, k setKey, acc *setAcc) {
 	for _, svc := range slices.Sorted(maps.Keys(byService)) {
 		setIDs := ownerIDs(OwnerNATSet, k.node, k.family, svc)
 		setIDs[KeyService] = svc
-		set := AddressSetName(setIDs[KeyID])
+		set := NATSetName(k.node, k.family, svc)
 		rs.natSets = append(rs.natSets, AddressSet{Name: set, Addresses: addrStrings(byService[svc]), ExternalIDs: setIDs})
 		ids := ownerIDs(OwnerNAT, k.node, k.family, svc)
 		ids[KeyService] = svc
@@ -201,6 +201,12 @@ func (t *translator) renderMatchNATs(rs *renderedSet, k setKey, acc *setAcc) {
 			Match:    fmt.Sprintf("%s.src == $%s && %s.dst == $%s", k.family.OVNMatch(), rs.set.Name, k.family.OVNMatch(), NodeIPsSetName(k.family)),
 			Priority: NATNodePriority, ExternalPortRange: node.PortRange, ExternalIDs: ownerIDs(OwnerNAT, k.node, k.family, "node-ips")})
 	}
+}
+
+// NATSetName is the name of the address set of service svcKey's endpoints
+// of family f that its NAT row on host's GR matches (Config.NATMatch).
+func NATSetName(host string, f ipfamily.Family, svcKey string) string {
+	return AddressSetName(setID(OwnerNATSet, host, f, svcKey))
 }
 
 // nodeSNAT is the SNAT a host's GR gives its node's pods in family f: the

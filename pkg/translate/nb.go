@@ -119,6 +119,8 @@ type translator struct {
 	rerouted map[netip.Addr]bool            // only with --unassigned-traffic=drop
 	reported map[string]bool                // problem de-duplication
 	current  map[string]map[netip.Addr]bool // parsed NB members, by owner/node
+	// podSubnets are the nodes' pod subnets (built when first needed).
+	podSubnets map[netip.Prefix]string
 }
 
 // Translate computes the desired NB rows of the whole input (restricted to
@@ -236,6 +238,9 @@ func (t *translator) resolve(es *egressv1.EgressService) *service {
 		s.eps = ServiceEndpoints(s.svc, t.in.EndpointSlices[s.key], t.in.Config.ClusterSubnets)
 	}
 	s.allEps = s.eps
+	for _, m := range MisplacedEndpoints(s.svc, t.in.EndpointSlices[s.key], t.in.Config.ClusterSubnets, t.podSubnet) {
+		t.problem(s.key, ReasonEndpointOutsideClusterSubnets, "%s", m.message(t.in.Config.ClusterSubnets))
+	}
 	if len(s.eps) == 0 {
 		t.problem(s.key, ReasonNoEndpoints, "Service %s has no cluster-networked endpoints", s.key)
 		return s
@@ -461,8 +466,26 @@ func (t *translator) nexthop(svcKey string, n *NodeInfo, owner string, f ipfamil
 	return netip.Addr{}, false
 }
 
-func setID(owner, name string, f ipfamily.Family) string {
-	return ownerIDs(owner, name, f)[KeyID]
+func setID(owner, name string, f ipfamily.Family, extra ...string) string {
+	return ownerIDs(owner, name, f, extra...)[KeyID]
+}
+
+// podSubnet finds the node whose pod subnet holds ip.
+func (t *translator) podSubnet(ip netip.Addr) (string, netip.Prefix, bool) {
+	if t.podSubnets == nil {
+		t.podSubnets = map[netip.Prefix]string{}
+		for _, n := range t.in.Nodes {
+			for _, p := range n.Subnets {
+				t.podSubnets[p.Masked()] = n.Name
+			}
+		}
+	}
+	for p, node := range t.podSubnets {
+		if p.Contains(ip) {
+			return node, p, true
+		}
+	}
+	return "", netip.Prefix{}, false
 }
 
 func (t *translator) rows(k Key) *Rows {

@@ -56,8 +56,22 @@ type NodePlanInput struct {
 	Services       []*corev1.Service
 	EndpointSlices []*discoveryv1.EndpointSlice
 	ClusterSubnets []netip.Prefix
-	Tables         map[string]uint32
-	Config         NodePlanConfig
+	// NodeSubnets are this node's pod subnets (its node-subnets
+	// annotation): an endpoint in them but outside ClusterSubnets is a
+	// problem, not skipped silently.
+	NodeSubnets []netip.Prefix
+	Tables      map[string]uint32
+	Config      NodePlanConfig
+}
+
+// podSubnet places ip in one of this node's pod subnets.
+func (in NodePlanInput) podSubnet(ip netip.Addr) (string, netip.Prefix, bool) {
+	for _, p := range in.NodeSubnets {
+		if p.Contains(ip) {
+			return in.Node, p.Masked(), true
+		}
+	}
+	return "", netip.Prefix{}, false
 }
 
 // IPRule is one policy routing rule: "from Src [sport SourcePort] lookup Table".
@@ -305,6 +319,9 @@ func NodePlan(in NodePlanInput) NodePlanOutput {
 			continue
 		}
 		eps := ServiceEndpoints(svc, byService[key], in.ClusterSubnets)
+		for _, m := range MisplacedEndpoints(svc, byService[key], in.ClusterSubnets, in.podSubnet) {
+			out.Problems.add(key, ReasonEndpointOutsideClusterSubnets, "%s", m.message(in.ClusterSubnets))
+		}
 		cands = append(cands, nodeCandidate{key: key, es: es, svc: svc, ingress: ingress, table: table,
 			eps: AgentEndpoints(es.Status.Host, in.Node, eps, ingress)})
 	}

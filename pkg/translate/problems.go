@@ -26,6 +26,10 @@ const (
 	ReasonInvalidNetwork         Reason = "InvalidNetwork"
 	ReasonUnassignedTrafficDrop  Reason = "UnassignedTrafficDropped"
 	ReasonTransitAddressMissing  Reason = "TransitAddressMissing"
+	// ReasonEndpointOutsideClusterSubnets: a pod address outside every
+	// --cluster-subnets prefix (a dual-stack cluster's IPv6 network missing
+	// from the flag, typically): never skipped silently.
+	ReasonEndpointOutsideClusterSubnets Reason = "EndpointOutsideClusterSubnets"
 )
 
 // Problem is something about one EgressService (or one node) a user may

@@ -2,8 +2,10 @@ package translate
 
 import (
 	"cmp"
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -53,6 +55,59 @@ func ServiceEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, clu
 	// node named for it wins, as the slices were listed).
 	slices.SortStableFunc(out, func(a, b Endpoint) int { return a.IP.Compare(b.IP) })
 	return slices.CompactFunc(out, func(a, b Endpoint) bool { return a.IP == b.IP })
+}
+
+// Misplaced is an endpoint address that lies in a node's pod subnet
+// (k8s.ovn.org/node-subnets) but in none of the configured cluster subnets:
+// a pod that translation would otherwise skip as host-networked.
+type Misplaced struct {
+	IP     netip.Addr
+	Node   string       // the node whose pod subnet holds it
+	Subnet netip.Prefix // that subnet
+}
+
+// MisplacedEndpoints returns svc's endpoint addresses outside the cluster
+// subnets that podSubnet places in a node's pod subnet, once each, sorted.
+func MisplacedEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, clusterSubnets []netip.Prefix,
+	podSubnet func(netip.Addr) (string, netip.Prefix, bool)) []Misplaced {
+	var out []Misplaced
+	seen := map[netip.Addr]bool{}
+	for _, s := range eps {
+		if s == nil || svc == nil || s.Namespace != svc.Namespace || s.Labels[discoveryv1.LabelServiceName] != svc.Name {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			for _, a := range e.Addresses {
+				ip, err := netip.ParseAddr(a)
+				if err != nil {
+					continue
+				}
+				if ip = ipfamily.Canonical(ip); seen[ip] || inAny(ip, clusterSubnets) {
+					continue
+				}
+				seen[ip] = true
+				if node, subnet, ok := podSubnet(ip); ok {
+					out = append(out, Misplaced{IP: ip, Node: node, Subnet: subnet})
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Misplaced) int { return a.IP.Compare(b.IP) })
+	return out
+}
+
+// message is the problem's text: what is skipped and the flag to set.
+func (m Misplaced) message(clusterSubnets []netip.Prefix) string {
+	return fmt.Sprintf("endpoint %s is in node %s's pod subnet %s but in no cluster subnet (%s); it is not rerouted or SNATed: add the %s cluster network to --cluster-subnets",
+		m.IP, m.Node, m.Subnet, prefixList(clusterSubnets), ipfamily.Of(m.IP).Name())
+}
+
+func prefixList(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
 }
 
 func inAny(ip netip.Addr, ps []netip.Prefix) bool {

@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -116,7 +117,7 @@ func (b *bench) churnOurs(ctx context.Context, l *loaded, chs []change) (churnRe
 	b.step("%d endpoint changes, one at a time", len(chs))
 	mark := env.nbLog().mark()
 	for _, c := range chs {
-		nbConds, sbConds := changeConds(env, sets, b.w.nodeName(b.w.host(c.svc)), c, gateway)
+		nbConds, sbConds := changeConds(env, sets, b.w.nodeName(b.w.host(c.svc)), c, gateway, b.w.natSet(c))
 		cctx, cancel := within(ctx, 60*time.Second)
 		start := time.Now()
 		err := l.applySlice(cctx, b.w, c)
@@ -138,10 +139,20 @@ func (b *bench) churnOurs(ctx context.Context, l *loaded, chs []change) (churnRe
 	return res, b.churnCounters(env, mark, &res)
 }
 
+// natSet is the name of the per-service NAT address set a change touches
+// on the gateway path with NAT.match ("" without NAT.match).
+func (w *world) natSet(c change) string {
+	if !w.natMatch {
+		return ""
+	}
+	return translate.NATSetName(w.nodeName(w.host(c.svc)), ipfamily.V4, w.key(c.svc))
+}
+
 // changeConds are the conditions under which NB (resp. SB) reflects a
 // change: the host's set holds the added address and lacks the removed
-// one; on the gateway path the NAT rows (resp. SNAT flows) follow.
-func changeConds(env *ovnEnv, sets map[string]string, host string, c change, gateway bool) (nb, sb func() bool) {
+// one; on the gateway path the NAT rows (resp. SNAT flows) follow — or,
+// with NAT.match, the service's NAT address set (natSet).
+func changeConds(env *ovnEnv, sets map[string]string, host string, c change, gateway bool, natSet string) (nb, sb func() bool) {
 	set := sets[host]
 	var nbConds, sbConds []func() bool
 	for _, x := range []struct {
@@ -154,7 +165,11 @@ func changeConds(env *ovnEnv, sets map[string]string, host string, c change, gat
 		ip := x.ip.String()
 		nbConds = append(nbConds, inSet(env.nb.sets, set, ip, x.want))
 		sbConds = append(sbConds, inSet(env.sb.sets, set, ip, x.want))
-		if gateway {
+		switch {
+		case gateway && natSet != "":
+			nbConds = append(nbConds, inSet(env.nb.sets, natSet, ip, x.want))
+			sbConds = append(sbConds, inSet(env.sb.sets, natSet, ip, x.want))
+		case gateway:
 			nbConds = append(nbConds, env.nb.natOn(ip, host, x.want))
 			sbConds = append(sbConds, env.sb.hasFlow(stageSNAT, ip, x.want))
 		}

@@ -14,6 +14,7 @@ import (
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -126,7 +127,7 @@ func (b *bench) failover(ctx context.Context, r *result, backend translate.Backe
 	sc.Prober = prober
 	env.sb.markBase()
 	st, err := startStack(ctx, stackOpts{kube: kube, egress: egress, recorder: rec, nbAddr: env.o.NBAddress(),
-		cfg: cfg, batch: batchWindow(backend), selection: &sc}, b.log)
+		cfg: cfg, batch: b.w.batchWindow(backend), selection: &sc}, b.log)
 	if err != nil {
 		return err
 	}
@@ -229,7 +230,10 @@ func (b *bench) failoverRound(ctx context.Context, a *apiEnv, env *ovnEnv, st *s
 	b.step("failover: %s stops answering (%d services)", f.victim, len(moved))
 	f.dead = time.Now()
 	prober.kill(f.victim)
-	nbCond, sbCond := repointed(env, sets, f.victim, ips, backend == translate.BackendOVN)
+	nbCond, sbCond := repointed(env, sets, f.victim, ips, backend == translate.BackendOVN && !b.w.natMatch)
+	if backend == translate.BackendOVN && b.w.natMatch {
+		nbCond, sbCond = b.w.natSetsGone(env, f.victim, moved, nbCond, sbCond)
+	}
 	if f.nbAt, err = env.nb.wait(ctx, "rows repointed in NB", nbCond); err == nil {
 		f.sbAt, err = env.sb.wait(ctx, "rows repointed in SB", sbCond)
 	}
@@ -284,6 +288,25 @@ func repointed(env *ovnEnv, sets map[string]string, victim string, ips []string,
 		nats = env.nb.nats
 	}
 	return func() bool { return cond(env.nb.sets, nats) }, func() bool { return cond(env.sb.sets, nil) }
+}
+
+// natSetsGone adds to a failover's conditions, for the gateway path with
+// NAT.match, that the victim's NAT address sets of the moved services are
+// gone (their NAT rows went with them, in the same transaction).
+func (w *world) natSetsGone(env *ovnEnv, victim string, moved map[string]bool, nb, sb func() bool) (func() bool, func() bool) {
+	var names []string
+	for k := range moved {
+		names = append(names, translate.NATSetName(victim, ipfamily.V4, k))
+	}
+	gone := func(have setIndex) bool {
+		for _, n := range names {
+			if _, ok := have[n]; ok {
+				return false
+			}
+		}
+		return true
+	}
+	return func() bool { return nb() && gone(env.nb.sets) }, func() bool { return sb() && gone(env.sb.sets) }
 }
 
 // moveWatch records when each moved EgressService's status.host left the

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	egressfake "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/fake"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -35,11 +36,11 @@ type loaded struct {
 	rv             int   // resourceVersions the bench gave its updates
 }
 
-// batchWindow is the master's default for a backend: --nat-batch-window
-// (1 s) with the ovn backend, none with the host backend.
-func batchWindow(b translate.Backend) time.Duration {
-	if b == translate.BackendOVN {
-		return time.Second
+// batchWindow is the master's default for a backend: the NAT batch window
+// (1 s) with the ovn backend on an NB without NAT.match, none otherwise.
+func (w *world) batchWindow(b translate.Backend) time.Duration {
+	if b == translate.BackendOVN && !w.natMatch {
+		return nbsync.DefaultNATBatchWindow
 	}
 	return 0
 }
@@ -51,7 +52,7 @@ func (b *bench) loadFake(ctx context.Context, backend translate.Backend, resync 
 		return nil, err
 	}
 	objs := b.w.objects(true)
-	l := &loaded{env: env, cfg: b.w.config(backend), batch: batchWindow(backend)}
+	l := &loaded{env: env, cfg: b.w.config(backend), batch: b.w.batchWindow(backend)}
 	l.d = desired(l.cfg, objs)
 	l.want = indexDesired(l.d)
 	start := time.Now()

@@ -153,6 +153,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer os.RemoveAll(tmp)
 	b := &bench{opts: o, w: w, log: l.WithField("component", "bench"), out: stdout, tmp: tmp}
 	defer b.close()
+	if w.natMatch, err = b.detectNATMatch(ctx); err != nil {
+		return err
+	}
 	if o.profile != "" {
 		f, err := os.Create(o.profile)
 		if err != nil {

@@ -29,15 +29,7 @@ import (
 func (b *bench) runNATShape(ctx context.Context, r *result) error {
 	ctx, cancel := within(ctx, 40*time.Minute)
 	defer cancel()
-	env, err := startOVN(ctx, b.w, false)
-	if err != nil {
-		return err
-	}
-	hasMatch, err := natMatchSupported(ctx, env)
-	env.stop()
-	if err != nil {
-		return err
-	}
+	hasMatch := b.w.natMatch
 	r.Details["nb_has_nat_match"] = hasMatch
 	shapes := []natShape{b.perEndpointNAT()}
 	if hasMatch {
@@ -107,8 +99,14 @@ func (b *bench) measureNATShape(ctx context.Context, r *result, s natShape) (nat
 	return out, nil
 }
 
-// natMatchSupported reads the NB schema: does NAT have a match column?
-func natMatchSupported(ctx context.Context, env *ovnEnv) (bool, error) {
+// detectNATMatch starts this run's OVN once and reads the NB schema: does
+// NAT have match and priority (what the master's client detects)?
+func (b *bench) detectNATMatch(ctx context.Context) (bool, error) {
+	env, err := startOVN(ctx, b.w, false)
+	if err != nil {
+		return false, err
+	}
+	defer env.stop()
 	c, err := rawClient(ctx, env.o.NBAddress())
 	if err != nil {
 		return false, err

@@ -48,6 +48,9 @@ type world struct {
 	// used counts the endpoint pods on each node; churned counts the pods
 	// churn took there (cycling through the rest of the subnet).
 	used, churned []int
+	// natMatch: the OVN of this run has NAT.match (the master then writes
+	// the gateway path's per-service NAT rows); set by run.
+	natMatch bool
 }
 
 func newWorld(sz size) (*world, error) {
@@ -103,6 +106,7 @@ func (w *world) config(b translate.Backend) translate.Config {
 	c.ClusterSubnets = w.topo.ClusterSubnets
 	c.Backend = b
 	c.AssumeAgentsReady = true
+	c.NATMatch = w.natMatch
 	return c
 }
 

@@ -118,6 +118,7 @@ type Controller struct {
 	scratch struct {
 		services  map[string]*corev1.Service
 		endpoints map[string][]translate.Endpoint
+		slices    map[string][]*discoveryv1.EndpointSlice
 	}
 
 	nodesMu sync.Mutex
@@ -188,6 +189,7 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		events:   newProblemEvents(recorder, cfg.EventReasons),
 	}
 	c.scratch.services, c.scratch.endpoints = map[string]*corev1.Service{}, map[string][]translate.Endpoint{}
+	c.scratch.slices = map[string][]*discoveryv1.EndpointSlice{}
 	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {
 		return nil, err
 	}

@@ -103,7 +103,8 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 	in.EgressServices = make([]*egressv1.EgressService, 0, len(seen))
 	clear(c.scratch.services)
 	clear(c.scratch.endpoints)
-	in.Services, in.Endpoints = c.scratch.services, c.scratch.endpoints
+	clear(c.scratch.slices)
+	in.Services, in.Endpoints, in.EndpointSlices = c.scratch.services, c.scratch.endpoints, c.scratch.slices
 	for key, es := range seen {
 		in.EgressServices = append(in.EgressServices, es)
 		e, err := c.service(es.Namespace, es.Name)
@@ -113,6 +114,7 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 		if e.svc != nil {
 			in.Services[key] = e.svc
 			in.Endpoints[key] = e.eps
+			in.EndpointSlices[key] = e.slices // for the addresses eps left out (MisplacedEndpoints)
 		}
 	}
 	nodes, err := c.parsedNodes()
