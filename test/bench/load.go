@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	egressfake "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/fake"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
