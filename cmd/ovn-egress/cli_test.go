@@ -241,3 +241,31 @@ func exportManifest(t *testing.T, ns string) string {
 	}
 	return path
 }
+
+// TestTranslateDualStackDefaults: a dual-stack cluster's manifests
+// translated with the default --cluster-subnets (IPv4 only) print the IPv4
+// rows and name the IPv6 endpoint left out, with the flag to set — as a new
+// user tried it; with the IPv6 network given the problem is gone.
+func TestTranslateDualStackDefaults(t *testing.T) {
+	topo := testenv.DefaultTopology(3, ipfamily.V4, ipfamily.V6)
+	kube.CreateNodes(t, topo)
+	ns := kube.Namespace(t)
+	t.Cleanup(func() {
+		kube.Egress.K8sV1().EgressServices(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	kube.CreateLoadBalancer(t, ns, "web", []string{"172.18.0.100", "fc00:f853:ccd:e793::100"}, "10.244.1.5@node1", "fd00:10:244:3::5@node3")
+	kube.SetHost(t, ns, "web", "node2")
+	manifest := exportManifest(t, ns)
+	out, stderr, code := run(t, "translate", "-f", manifest)
+	if code != 0 || !strings.Contains(out, "10.244.1.5") {
+		t.Fatalf("translate: exit %d, stdout lacks the IPv4 endpoint:\n%s\n%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, ns+"/web: EndpointOutsideClusterSubnets") || !strings.Contains(stderr, "fd00:10:244:3::5") ||
+		!strings.Contains(stderr, "--cluster-subnets") {
+		t.Errorf("stderr does not name the IPv6 endpoint left out and the flag:\n%s", stderr)
+	}
+	out, stderr, code = run(t, "translate", "-f", manifest, "--cluster-subnets", "10.244.0.0/16,fd00:10:244::/48")
+	if code != 0 || strings.Contains(stderr, "EndpointOutsideClusterSubnets") || !strings.Contains(out, "fd00:10:244:3::5") {
+		t.Errorf("with both networks: exit %d, the IPv6 endpoint missing or still a problem:\n%s\n%s", code, out, stderr)
+	}
+}
