@@ -241,7 +241,7 @@ func (a *Applier) ops(p *Plan) ([]opGroup, error) {
 	for _, u := range p.polUpdate {
 		w := policyModel(u.want)
 		w.UUID = u.uuid
-		if err := add(a.c.Where(&nbdb.LogicalRouterPolicy{UUID: u.uuid}).Update(w, &w.Priority, &w.Match, &w.Action, &w.Nexthops, &w.ExternalIDs)); err != nil {
+		if err := add(a.c.Where(&nbdb.LogicalRouterPolicy{UUID: u.uuid}).Update(w, &w.Priority, &w.Match, &w.Action, &w.Nexthops, &w.Options, &w.ExternalIDs)); err != nil {
 			return nil, err
 		}
 	}
@@ -343,7 +343,7 @@ func (a *Applier) createAttached(column string, rows []attachedModel) ([]opGroup
 
 func policyModel(p translate.Policy) *nbdb.LogicalRouterPolicy {
 	return &nbdb.LogicalRouterPolicy{Priority: p.Priority, Match: p.Match, Action: nbdb.LogicalRouterPolicyAction(p.Action),
-		Nexthops: p.Nexthops, ExternalIDs: p.ExternalIDs}
+		Nexthops: p.Nexthops, Options: p.Options, ExternalIDs: p.ExternalIDs}
 }
 
 func routeModel(r translate.StaticRoute) *nbdb.LogicalRouterStaticRoute {

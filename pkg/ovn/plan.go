@@ -262,7 +262,8 @@ func (p *Plan) diffPolicies(want []translate.Policy, have []nbdb.LogicalRouterPo
 		func(h *nbdb.LogicalRouterPolicy) map[string]string { return h.ExternalIDs },
 		func(w translate.Policy, cur nbdb.LogicalRouterPolicy) {
 			if cur.Priority != w.Priority || cur.Match != w.Match || string(cur.Action) != w.Action ||
-				!slices.Equal(sortedCopy(cur.Nexthops), sortedCopy(w.Nexthops)) || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) {
+				!slices.Equal(sortedCopy(cur.Nexthops), sortedCopy(w.Nexthops)) || !maps.Equal(cur.ExternalIDs, w.ExternalIDs) ||
+				!sameOptions(cur.Options, w.Options) {
 				p.polUpdate = append(p.polUpdate, polUpdate{cur.UUID, w})
 			}
 		},
@@ -309,6 +310,9 @@ func (p *Plan) diffRoutes(want []translate.StaticRoute, have []nbdb.LogicalRoute
 			p.rtDelete = append(p.rtDelete, attached{h.UUID, id, refs.router(h.UUID)})
 		})
 }
+
+// sameOptions compares option maps, nil and empty alike.
+func sameOptions(a, b map[string]string) bool { return len(a) == len(b) && maps.Equal(a, b) }
 
 func sortedCopy(s []string) []string {
 	c := slices.Clone(s)

@@ -143,7 +143,11 @@ func (t *translator) render(k setKey, acc *setAcc) *renderedSet {
 	}
 	rs.policies = []Policy{main, {Router: ClusterRouter, Priority: cfg.AllowPriority,
 		Match: src + " && " + t.allowDestinations(k.family), Action: ActionAllow,
-		ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionAllow)}}
+		ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionAllow)},
+		{Router: ClusterRouter, Priority: cfg.AllowPriority,
+			Match:  fmt.Sprintf("%s && %s.dst == $%s", src, k.family.OVNMatch(), NodeIPsSetName(k.family)),
+			Action: ActionAllow, Options: map[string]string{"pkt_mark": PodToNodeMark},
+			ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionAllowNode)}}
 	if nn > 0 && cfg.NATMatch {
 		t.renderMatchNATs(rs, k, acc)
 	} else if nn > 0 {
@@ -226,10 +230,13 @@ func (t *translator) nodeSNAT(n *NodeInfo, f ipfamily.Family) GatewaySNAT {
 	return GatewaySNAT{}
 }
 
-// allowDestinations is the destination half of an allow policy: the
-// cluster, join and service networks and the node-IP set of the family.
-// Written positively: a negation (!=) in a match explodes into a cross
-// product of OpenFlow flows in ovn-controller.
+// allowDestinations is the destination half of the first allow policy: the
+// cluster, join and service networks of the family. Node addresses have an
+// allow policy of their own, which marks the packets as ovn-kubernetes'
+// Pod-To-Node policy does (PodToNodeMark): whichever of the two equal-priority
+// rows OVN picks, the result is the same. Written positively: a negation (!=)
+// in a match explodes into a cross product of OpenFlow flows in
+// ovn-controller.
 func (t *translator) allowDestinations(f ipfamily.Family) string {
 	var parts []string
 	for _, ps := range [][]netip.Prefix{t.in.Config.ClusterSubnets, t.in.Config.JoinSubnets, t.in.Config.ServiceCIDRs} {
@@ -239,7 +246,9 @@ func (t *translator) allowDestinations(f ipfamily.Family) string {
 			}
 		}
 	}
-	parts = append(parts, "$"+NodeIPsSetName(f))
+	if len(parts) == 1 {
+		return fmt.Sprintf("%s.dst == %s", f.OVNMatch(), parts[0])
+	}
 	return fmt.Sprintf("%s.dst == {%s}", f.OVNMatch(), strings.Join(parts, ", "))
 }
 

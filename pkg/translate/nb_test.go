@@ -2,6 +2,7 @@ package translate
 
 import (
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,6 +85,23 @@ func TestTranslateGolden(t *testing.T) {
 			w.svc("ns1/svc2", "172.18.0.101")
 			w.eps("ns1/svc2", "10.244.1.6@node1")
 			w.ready("node2", "ns1/svc2")
+			return w
+		}},
+		{"gateway-dual-natmatch", func() *world {
+			// An NB with NAT.match (OVN ≥ 24.09): one NAT row per (service,
+			// family) over an address set of its endpoints, and the row
+			// keeping GR_node2's own SNAT for traffic to node addresses.
+			w := newWorld(3, ipfamily.V4, ipfamily.V6)
+			w.in.Config.Backend = BackendOVN
+			w.in.Config.NATMatch = true
+			w.in.Gateways = map[string]GatewayInfo{"node2": {NATAddressesRouter: true, ExternalPortKnown: true,
+				SNAT: map[ipfamily.Family]GatewaySNAT{ipfamily.V4: {ExternalIP: netip.MustParseAddr("172.18.0.3"), PortRange: "32768-60999"}}}}
+			w.es("ns1/svc1", "node2")
+			w.svc("ns1/svc1", "172.18.0.100", "fc00:f853:ccd:e793::100")
+			w.eps("ns1/svc1", "10.244.1.5@node1", "fd00:10:244:1::5@node1", "10.244.3.5@node3")
+			w.es("ns1/svc3", "node2")
+			w.svc("ns1/svc3", "172.18.0.102")
+			w.eps("ns1/svc3", "10.244.2.7@node2")
 			return w
 		}},
 		{"network-mode", func() *world {

@@ -29,6 +29,7 @@ func NBCtlCommands(d *Desired) [][]string {
 			if len(p.Nexthops) > 0 {
 				cmd = append(cmd, "nexthops="+ovsdbSet(p.Nexthops))
 			}
+			cmd = append(cmd, mapArgs("options", p.Options)...)
 			cmd = append(cmd, externalIDArgs(p.ExternalIDs)...)
 			out = append(out, append(cmd, "--", "add", "Logical_Router", p.Router, "policies", "@p"))
 		}
@@ -54,15 +55,18 @@ func NBCtlCommands(d *Desired) [][]string {
 	return out
 }
 
-func externalIDArgs(ids map[string]string) []string {
-	keys := make([]string, 0, len(ids))
-	for k := range ids {
+func externalIDArgs(ids map[string]string) []string { return mapArgs("external_ids", ids) }
+
+// mapArgs renders a map column as column:"key"="value" arguments, sorted.
+func mapArgs(column string, m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, "external_ids:"+ovsdbString(k)+"="+ovsdbString(ids[k]))
+		out = append(out, column+":"+ovsdbString(k)+"="+ovsdbString(m[k]))
 	}
 	return out
 }
@@ -143,6 +147,9 @@ func OVSDBTransact(d *Desired) ([]byte, error) {
 			row := map[string]any{"priority": p.Priority, "match": p.Match, "action": p.Action, "external_ids": ovsMap(p.ExternalIDs)}
 			if len(p.Nexthops) > 0 {
 				row["nexthops"] = ovsSet(p.Nexthops)
+			}
+			if len(p.Options) > 0 {
+				row["options"] = ovsMap(p.Options)
 			}
 			params = append(params, map[string]any{"op": "insert", "table": "Logical_Router_Policy", "uuid-name": named("policies", p.Router), "row": row})
 		}

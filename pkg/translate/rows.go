@@ -122,8 +122,15 @@ type Policy struct {
 	Match       string            `json:"match"`
 	Action      string            `json:"action"`
 	Nexthops    []string          `json:"nexthops,omitempty"`
+	Options     map[string]string `json:"options,omitempty"`
 	ExternalIDs map[string]string `json:"external_ids"`
 }
+
+// PodToNodeMark is the pkt_mark the allow policy of served endpoints'
+// traffic to node addresses sets: ovn-kubernetes' Pod-To-Node policy sets the
+// same (1008, 0x3f0), and its node side (and ovn-egress's agent) never SNAT
+// a packet that carries it.
+const PodToNodeMark = "1008"
 
 // NAT is a desired NAT row on Router (a gateway router).
 type NAT struct {
@@ -162,7 +169,10 @@ type StaticRoute struct {
 const (
 	ActionReroute = "reroute"
 	ActionAllow   = "allow"
-	ActionDrop    = "drop"
+	// ActionAllowNode is not an OVN action: it names (in the row id) the
+	// allow policy of traffic to node addresses.
+	ActionAllowNode = "allow-node"
+	ActionDrop      = "drop"
 )
 
 // Rows are the desired rows of one key.
