@@ -39,6 +39,7 @@ func newApp() *cli.App {
 			nodeCommand(),
 			translateCommand(),
 			verifyCommand(),
+			migrateCommand(),
 			versionCommand(),
 		},
 		HideHelpCommand: true,

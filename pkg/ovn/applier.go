@@ -250,6 +250,12 @@ func (a *Applier) ops(p *Plan) ([]opGroup, error) {
 			return nil, err
 		}
 	}
+	for _, r := range p.rtRelease {
+		w := &nbdb.LogicalRouterStaticRoute{UUID: r.uuid, ExternalIDs: map[string]string{}}
+		if err := add(a.c.Where(&nbdb.LogicalRouterStaticRoute{UUID: r.uuid}).Update(w, &w.ExternalIDs)); err != nil {
+			return nil, err
+		}
+	}
 	for _, u := range p.rtUpdate {
 		w := routeModel(u.want)
 		w.UUID = u.uuid

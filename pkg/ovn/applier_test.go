@@ -454,8 +454,8 @@ func TestRAFTClusterLeaderFailover(t *testing.T) {
 	if got := cl.NBCtl(t, "get", "Address_Set", translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4"), "addresses"); got != `["10.244.1.5", "10.244.3.5"]` {
 		t.Errorf("after failover: %s", got)
 	}
-	if got := cl.NBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/owner-controller=ovn-egress"); len(strings.Fields(got)) != 2 {
-		t.Errorf("policies after failover: %q", got)
+	if got := cl.NBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/owner-controller=ovn-egress"); len(strings.Fields(got)) != 3 {
+		t.Errorf("policies after failover (want the reroute and the two allows): %q", got)
 	}
 }
 

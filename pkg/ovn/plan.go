@@ -29,6 +29,9 @@ type Plan struct {
 	rtCreate  []translate.StaticRoute
 	rtUpdate  []rtUpdate
 	rtDelete  []attached
+	// rtRelease are owned cluster routes handed over to ovn-kubernetes:
+	// their external_ids are emptied instead of the row being deleted.
+	rtRelease []attached
 }
 
 type rtUpdate struct {
@@ -65,7 +68,7 @@ func (p *Plan) Empty() bool { return p.Len() == 0 }
 func (p *Plan) Len() int {
 	return len(p.asCreate) + len(p.asUpdate) + len(p.asDelete) + len(p.polCreate) + len(p.polUpdate) +
 		len(p.polDelete) + len(p.natCreate) + len(p.natUpdate) + len(p.natDelete) +
-		len(p.rtCreate) + len(p.rtUpdate) + len(p.rtDelete)
+		len(p.rtCreate) + len(p.rtUpdate) + len(p.rtDelete) + len(p.rtRelease)
 }
 
 // Change is one row that NB lacks, has extra, or has different.
@@ -131,6 +134,9 @@ func (p *Plan) Changes() []Change {
 	for _, r := range p.rtDelete {
 		out = append(out, Change{"extra", nbdb.LogicalRouterStaticRouteTable, r.id, "on " + r.router})
 	}
+	for _, r := range p.rtRelease {
+		out = append(out, Change{"release", nbdb.LogicalRouterStaticRouteTable, r.id, "on " + r.router + ", handed over to ovn-kubernetes"})
+	}
 	return out
 }
 
@@ -191,7 +197,7 @@ func BuildPlan(ctx context.Context, c client.Client, keys []translate.Key, desir
 		p.diffAddressSets(want.AddressSets, ases)
 		p.diffPolicies(want.Policies, pols, refs)
 		p.diffNATs(want.NATs, nats, refs)
-		p.diffRoutes(want.Routes, routes, refs)
+		p.diffRoutes(want.Routes, routes, refs, desired.ReleaseClusterRoutes)
 	}
 	if refs.err != nil {
 		return nil, refs.err
@@ -293,7 +299,7 @@ func (p *Plan) diffNATs(want []translate.NAT, have []natRow, refs *routerRefs) {
 		})
 }
 
-func (p *Plan) diffRoutes(want []translate.StaticRoute, have []nbdb.LogicalRouterStaticRoute, refs *routerRefs) {
+func (p *Plan) diffRoutes(want []translate.StaticRoute, have []nbdb.LogicalRouterStaticRoute, refs *routerRefs, release bool) {
 	match(want, have, func(w *translate.StaticRoute) map[string]string { return w.ExternalIDs },
 		func(h *nbdb.LogicalRouterStaticRoute) map[string]string { return h.ExternalIDs },
 		func(w translate.StaticRoute, cur nbdb.LogicalRouterStaticRoute) {
@@ -307,7 +313,12 @@ func (p *Plan) diffRoutes(want []translate.StaticRoute, have []nbdb.LogicalRoute
 		},
 		func(w translate.StaticRoute) { p.rtCreate = append(p.rtCreate, w) },
 		func(id string, h nbdb.LogicalRouterStaticRoute) {
-			p.rtDelete = append(p.rtDelete, attached{h.UUID, id, refs.router(h.UUID)})
+			a := attached{h.UUID, id, refs.router(h.UUID)}
+			if release && h.ExternalIDs[translate.KeyOwnerType] == translate.OwnerClusterRoute {
+				p.rtRelease = append(p.rtRelease, a)
+				return
+			}
+			p.rtDelete = append(p.rtDelete, a)
 		})
 }
 

@@ -3,8 +3,10 @@ package ovn
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/ovn-kubernetes/libovsdb/client"
 
@@ -130,4 +132,69 @@ func ForeignClusterRoutes(ctx context.Context, c client.Client, clusterSubnets [
 		}
 	}
 	return out, nil
+}
+
+// The marks of ovn-kubernetes' own egress-service rows (its
+// EgressServiceZoneController): the external id of its reroute policies, and
+// the k8s.ovn.org/name of its served-pods address sets.
+const (
+	EgressSVCKey          = "EgressSVC"
+	EgressSVCServedPods   = "egresssvc-served-pods"
+	ovnKubeControllerName = "default-network-controller"
+)
+
+// ForeignEgressService reads, from the cache, what ovn-kubernetes' own
+// egress-service handling has in NB: its reroute policies at priority (an
+// EgressSVC external id), the addresses of its egresssvc-served-pods sets,
+// and the EgressServices its policies name ("namespace/name", sorted).
+func ForeignEgressService(ctx context.Context, c client.Client, priority int) (policies, servedPods int, services []string, err error) {
+	names := map[string]bool{}
+	var pols []nbdb.LogicalRouterPolicy
+	err = c.WhereCache(func(p *nbdb.LogicalRouterPolicy) bool {
+		_, ok := p.ExternalIDs[EgressSVCKey]
+		return ok && p.Priority == priority
+	}).List(ctx, &pols)
+	if err != nil && err != client.ErrNotFound {
+		return 0, 0, nil, fmt.Errorf("list EgressSVC policies: %w", err)
+	}
+	for _, p := range pols {
+		key, _, _ := strings.Cut(p.ExternalIDs[EgressSVCKey], ":") // "<ns>/<name>:ic" for remote endpoints
+		names[key] = true
+	}
+	var sets []nbdb.AddressSet
+	err = c.WhereCache(func(s *nbdb.AddressSet) bool {
+		return s.ExternalIDs[translate.KeyName] == EgressSVCServedPods && s.ExternalIDs[translate.KeyOwnerController] == ovnKubeControllerName
+	}).List(ctx, &sets)
+	if err != nil && err != client.ErrNotFound {
+		return 0, 0, nil, fmt.Errorf("list %s: %w", EgressSVCServedPods, err)
+	}
+	for _, s := range sets {
+		servedPods += len(s.Addresses)
+	}
+	return len(pols), servedPods, slices.Sorted(maps.Keys(names)), nil
+}
+
+// HasRemotePorts reports whether NB has a logical switch port of type
+// remote: ovn-kubernetes' transit switch of an interconnect zone.
+func HasRemotePorts(ctx context.Context, c client.Client) (bool, error) {
+	var lsps []nbdb.LogicalSwitchPort
+	err := c.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.Type == "remote" }).List(ctx, &lsps)
+	if err != nil && err != client.ErrNotFound {
+		return false, fmt.Errorf("list remote ports: %w", err)
+	}
+	return len(lsps) > 0, nil
+}
+
+// OVNKubeEgressIPActive reports whether ovn-kubernetes' EgressIP feature has
+// rows in this NB (its no-reroute allow policies, owner-type EgressIP): it
+// then keeps the cluster src-ip route of every local node itself.
+func OVNKubeEgressIPActive(ctx context.Context, c client.Client) (bool, error) {
+	var pols []nbdb.LogicalRouterPolicy
+	err := c.WhereCache(func(p *nbdb.LogicalRouterPolicy) bool {
+		return p.ExternalIDs[translate.KeyOwnerController] == ovnKubeControllerName && p.ExternalIDs[translate.KeyOwnerType] == "EgressIP"
+	}).List(ctx, &pols)
+	if err != nil && err != client.ErrNotFound {
+		return false, fmt.Errorf("list EgressIP policies: %w", err)
+	}
+	return len(pols) > 0, nil
 }

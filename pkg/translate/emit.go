@@ -59,6 +59,10 @@ func (t *translator) addUnassigned(svcs []*service) {
 // routes, then applies policies). A route someone else already has for the
 // subnet (ovn-kubernetes, with its egress features on) is left to them.
 func (t *translator) addClusterRoutes(svcs []*service) {
+	if t.in.ClusterRouteShared {
+		t.d.ReleaseClusterRoutes = true
+		return // ovn-kubernetes' EgressIP keeps one for every local node
+	}
 	hosts := map[string]bool{}
 	for _, s := range svcs {
 		if (s.mode == modeHost || s.mode == modeGateway) && t.inZone(s.host.Name) {

@@ -168,6 +168,12 @@ type Input struct {
 	// route on ovn_cluster_router written by someone else (ovn-kubernetes'
 	// egress features): the zone translation does not add its own then.
 	ForeignClusterRoutes map[netip.Prefix]bool
+	// ClusterRouteShared: ovn-kubernetes' EgressIP is active in this zone
+	// (its allow policies exist). It then keeps the cluster src-ip route of
+	// every local node itself, and adopts an existing one as its own: ovn-egress
+	// writes none, and hands its own over (Desired.ReleaseClusterRoutes)
+	// instead of deleting a route ovn-kubernetes relies on.
+	ClusterRouteShared bool
 }
 
 // EgressServiceKey is "namespace/name".

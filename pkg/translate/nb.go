@@ -22,6 +22,10 @@ const unassignedName = "unassigned"
 type Desired struct {
 	Rows     map[Key]*Rows
 	Problems Problems
+	// ReleaseClusterRoutes: owned cluster routes nobody wants any more are
+	// handed over (their ovn-egress external_ids removed), not deleted:
+	// ovn-kubernetes relies on them (Input.ClusterRouteShared).
+	ReleaseClusterRoutes bool
 }
 
 // Keys returns the keys that have rows, sorted.

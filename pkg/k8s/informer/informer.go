@@ -7,6 +7,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 )
@@ -30,6 +31,19 @@ func Kube(c kubernetes.Interface, opts ...kubeinformers.SharedInformerOption) ku
 }
 
 // Egress returns a factory for the EgressService type (no periodic resync).
-func Egress(c egressclient.Interface) egressinformers.SharedInformerFactory {
-	return egressinformers.NewSharedInformerFactoryWithOptions(c, 0, egressinformers.WithTransform(StripManagedFields))
+// Each observe function sees every EgressService the informer receives
+// before its managedFields are dropped (who wrote the status is read there).
+func Egress(c egressclient.Interface, observe ...func(*egressv1.EgressService)) egressinformers.SharedInformerFactory {
+	transform := StripManagedFields
+	if len(observe) > 0 {
+		transform = func(obj any) (any, error) {
+			if es, ok := obj.(*egressv1.EgressService); ok {
+				for _, f := range observe {
+					f(es)
+				}
+			}
+			return StripManagedFields(obj)
+		}
+	}
+	return egressinformers.NewSharedInformerFactoryWithOptions(c, 0, egressinformers.WithTransform(transform))
 }

@@ -22,12 +22,15 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
@@ -109,6 +112,7 @@ type Master struct {
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
 	bcast   record.EventBroadcaster
+	coexist *coexist.Detector
 }
 
 // New connects to the API server and NB (retrying NB until ctx ends) and
@@ -160,9 +164,16 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 	bcast := record.NewBroadcaster(record.WithContext(ctx))
 	bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	recorder := bcast.NewRecorder(eventScheme, corev1.EventSource{Component: "ovn-egress-master"})
-	m := &Master{cfg: cfg, log: log, kube: kube, egress: egress, nb: nb, bcast: bcast,
+	det := coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, Central: cfg.Mode == ModeCentral},
+		nb, log.WithField("controller", "coexist"), recorder)
+	cfg.Sync.Standoff, cfg.Select.Standoff = det, det
+	m := &Master{cfg: cfg, log: log, kube: kube, egress: egress, nb: nb, bcast: bcast, coexist: det,
 		kubeInf: informer.Kube(kube),
-		egInf:   informer.Egress(egress)}
+		egInf:   informer.Egress(egress, det.ObserveEgressService)}
+	if err := watchConflicts(det, m.egInf); err != nil {
+		closeNB()
+		return nil, err
+	}
 	if nb != nil {
 		m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), nb, m.kubeInf, m.egInf, recorder)
 	}
@@ -173,7 +184,36 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 		closeNB()
 		return nil, err
 	}
+	det.OnChange(func(c coexist.Conflict) {
+		if c.Active() {
+			return
+		}
+		// The standoff is over: converge everything skipped meanwhile.
+		if m.sync != nil {
+			m.sync.EnqueueAll()
+		}
+		m.sel.EnqueueAll()
+	})
 	return m, nil
+}
+
+// watchConflicts hands the Detector the EgressService lister (for its
+// Events) and the deletions (a deleted object's status writer is gone).
+func watchConflicts(det *coexist.Detector, egInf egressinformers.SharedInformerFactory) error {
+	inf := egInf.K8s().V1().EgressServices()
+	det.SetLister(inf.Lister())
+	_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
+		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		if es, ok := o.(*egressv1.EgressService); ok {
+			det.Forget(es.Namespace + "/" + es.Name)
+		}
+	}})
+	if err != nil {
+		return fmt.Errorf("egressservice handler: %w", err)
+	}
+	return nil
 }
 
 // connectNB retries the first NB connection with a capped backoff: a master
@@ -276,6 +316,7 @@ func (m *Master) Run(ctx context.Context) error {
 func (m *Master) lead(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	go m.coexist.Run(ctx) // logs, Events and the standoff's end as they happen
 	runs := []func(context.Context) error{m.sel.Run}
 	if m.sync != nil {
 		runs = append(runs, m.sync.Run)
@@ -303,6 +344,9 @@ func (m *Master) Mode() string {
 // Sync exposes the translation controller (tests and benchmarks); nil in
 // interconnect mode.
 func (m *Master) Sync() *nbsync.Controller { return m.sync }
+
+// Conflict is the state of the coexistence check with ovn-kubernetes.
+func (m *Master) Conflict() coexist.Conflict { return m.coexist.Conflict() }
 
 // Select exposes the host-selection controller (tests and benchmarks).
 func (m *Master) Select() *selection.Controller { return m.sel }

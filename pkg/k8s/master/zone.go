@@ -17,6 +17,7 @@ import (
 
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
@@ -89,12 +90,24 @@ func RunZone(ctx context.Context, cfg ZoneConfig, kube kubernetes.Interface, egr
 	defer bcast.Shutdown()
 	bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	recorder := bcast.NewRecorder(eventScheme, corev1.EventSource{Component: "ovn-egress-zone", Host: cfg.Node})
+	det := coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority}, nb,
+		log.WithField("controller", "coexist").WithField("zone", cfg.Sync.Zone), recorder)
+	cfg.Sync.Standoff = det
 	kubeInf := informer.Kube(kube)
-	egInf := informer.Egress(egress)
+	egInf := informer.Egress(egress, det.ObserveEgressService)
+	if err := watchConflicts(det, egInf); err != nil {
+		return err
+	}
 	c, err := nbsync.New(cfg.Sync, log.WithField("controller", "nbsync").WithField("zone", cfg.Sync.Zone), nb, kubeInf, egInf, recorder)
 	if err != nil {
 		return err
 	}
+	det.OnChange(func(cf coexist.Conflict) {
+		if !cf.Active() {
+			c.EnqueueAll()
+		}
+	})
+	go det.Run(ctx)
 	kubeInf.Start(ctx.Done())
 	egInf.Start(ctx.Done())
 	defer kubeInf.Shutdown()

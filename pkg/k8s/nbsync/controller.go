@@ -59,6 +59,15 @@ type Config struct {
 	// (nil: the default set; zone controllers record fewer, since every
 	// zone would report the same problem).
 	EventReasons map[translate.Reason]bool
+	// Standoff, when set, says when to write nothing (ovn-kubernetes' own
+	// egress-service feature is active: coexist.Detector). Keys synced
+	// meanwhile are done; EnqueueAll converges everything once it is over.
+	Standoff Standoff
+}
+
+// Standoff tells the controllers to write nothing, and why.
+type Standoff interface {
+	Blocked() (why string, blocked bool)
 }
 
 // DefaultNATBatchWindow is the batch window of the ovn backend on an NB
@@ -141,6 +150,8 @@ type SyncStats struct {
 	Operations   int
 	Changes      int
 	Errors       int
+	// Blocked counts the syncs that wrote nothing because of a standoff.
+	Blocked int
 }
 
 // New wires the controller to the informer factories (not yet started) and a
@@ -275,6 +286,9 @@ func (c *Controller) enqueueNodes() {
 		c.queue.Add(translate.NodeKey(n.Name))
 	}
 }
+
+// EnqueueAll converges every key again (after a standoff ended).
+func (c *Controller) EnqueueAll() { c.enqueueAll(context.Background()) }
 
 // Stats returns the counters so far.
 func (c *Controller) Stats() SyncStats {

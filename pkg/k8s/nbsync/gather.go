@@ -138,6 +138,9 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 		if in.ForeignClusterRoutes, err = ovn.ForeignClusterRoutes(ctx, c.nb, c.cfg.Translate.ClusterSubnets); err != nil {
 			return in, err
 		}
+		if in.ClusterRouteShared, err = ovn.OVNKubeEgressIPActive(ctx, c.nb); err != nil {
+			return in, err
+		}
 	}
 	return in, nil
 }

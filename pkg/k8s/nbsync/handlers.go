@@ -278,9 +278,17 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 				c.enqueueOwned(r.ExternalIDs)
 			}
 		case *nbdb.LogicalRouterPolicy:
+			if c.cfg.Zone != "" && r.ExternalIDs[translate.KeyOwnerType] == "EgressIP" && strings.HasPrefix(r.ExternalIDs[translate.KeyName], "EIP-No-Reroute") {
+				// ovn-kubernetes' EgressIP came or went: who keeps the
+				// zone's cluster routes changes (Input.ClusterRouteShared).
+				c.enqueueNodes()
+				return
+			}
 			c.enqueueOwned(r.ExternalIDs)
 		case *nbdb.NAT:
 			c.enqueueOwned(r.ExternalIDs)
+		case *nbdb.LogicalRouterStaticRoute:
+			c.enqueueOwned(r.ExternalIDs) // drift of an owned route (a cluster route) is put back
 		case *nbdb.LogicalRouterPort:
 			if gr, ok := strings.CutPrefix(r.Name, "rtoj-"); ok {
 				c.enqueueGR(gr)

@@ -50,6 +50,20 @@ func (c *Controller) processBatch(ctx context.Context) bool {
 	return true
 }
 
+// standingBack reports (and counts) a sync the standoff forbids to write.
+func (c *Controller) standingBack() bool {
+	if c.cfg.Standoff == nil {
+		return false
+	}
+	if _, blocked := c.cfg.Standoff.Blocked(); !blocked {
+		return false
+	}
+	c.statsMu.Lock()
+	c.stats.Blocked++
+	c.statsMu.Unlock()
+	return true
+}
+
 func (c *Controller) finish(k translate.Key, err error) {
 	defer c.queue.Done(k)
 	if err == nil {
@@ -72,6 +86,11 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 	in, err := c.gather(ctx, keys)
 	if err != nil {
 		return err
+	}
+	// After gather: whatever the listers showed it, the standoff had seen
+	// first (its observer runs in the informer's transform).
+	if c.standingBack() {
+		return nil // the standoff's end enqueues every key again
 	}
 	gathered := time.Now()
 	c.goneMu.Lock()

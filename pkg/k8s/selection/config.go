@@ -47,6 +47,15 @@ type Config struct {
 	MaxBatch int
 	// Writers bounds the concurrent status and label writes (16).
 	Writers int
+	// Standoff, when set, says when to write nothing (ovn-kubernetes' own
+	// egress-service feature is active: coexist.Detector); EnqueueAll
+	// converges everything once it is over.
+	Standoff Standoff
+}
+
+// Standoff tells the controllers to write nothing, and why.
+type Standoff interface {
+	Blocked() (why string, blocked bool)
 }
 
 // DefaultConfig returns the command-line defaults.

@@ -93,6 +93,8 @@ type Stats struct {
 	LabelPatches int
 	// Errors counts failed keys (each is retried).
 	Errors int
+	// Blocked counts the syncs that wrote nothing because of a standoff.
+	Blocked int
 }
 
 // New wires the controller to the informer factories (not started yet),
@@ -185,6 +187,20 @@ func (c *Controller) repair(ctx context.Context) {
 	}
 	c.log.WithFields(logrus.Fields{"egressservices": sum.decided, "adopted": sum.adopted, "assigned": sum.assigned,
 		"moved": sum.moved, "cleared": sum.cleared, "label-patches": sum.labelPatches}).Info("startup repair done")
+}
+
+// EnqueueAll converges every EgressService and every node's labels again
+// (after a standoff ended).
+func (c *Controller) EnqueueAll() {
+	for _, o := range c.esIndexer.List() {
+		if es, ok := o.(*egressv1.EgressService); ok {
+			c.queue.Add(key{name: translate.EgressServiceKey(es)})
+		}
+	}
+	nodes, _ := c.nodeLister.List(labels.Everything())
+	for _, n := range nodes {
+		c.queue.Add(key{node: true, name: n.Name})
+	}
 }
 
 // processBatch takes the next key and every key dirty by then, syncs them

@@ -121,6 +121,11 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 			c.events.forget(k)
 		}
 	}
+	// After gather: whatever the listers showed it, the standoff had seen
+	// first (its observer runs in the informer's transform).
+	if c.standingBack() {
+		return // the standoff's end enqueues every key again
+	}
 	res := translate.SelectHosts(in)
 	var changed []*egressv1.EgressService
 	for _, es := range in.EgressServices {
@@ -266,7 +271,7 @@ func (c *Controller) syncNodeLabels(ctx context.Context, nodes []string, errs *k
 			}
 		}
 		patch := translate.LabelPatch(n.Labels, translate.HostedLabels(name, hosted))
-		if patch == nil {
+		if patch == nil || c.standingBack() {
 			return
 		}
 		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": patch}})
@@ -287,6 +292,20 @@ func (c *Controller) syncNodeLabels(ctx context.Context, nodes []string, errs *k
 			c.log.WithField("node", name).WithField("labels", string(body)).Debug("node labels patched")
 		}
 	})
+}
+
+// standingBack reports (and counts) a write the standoff forbids.
+func (c *Controller) standingBack() bool {
+	if c.cfg.Standoff == nil {
+		return false
+	}
+	if _, blocked := c.cfg.Standoff.Blocked(); !blocked {
+		return false
+	}
+	c.statsMu.Lock()
+	c.stats.Blocked++
+	c.statsMu.Unlock()
+	return true
 }
 
 // parallel runs f(0..n-1) with at most cfg.Writers at a time.
