@@ -25,7 +25,7 @@ func translateCommand() *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringSliceFlag{Name: "filename", Aliases: []string{"f"}, Usage: "manifest file or directory (YAML or JSON, several documents per file); repeatable", Category: catXlate},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "nbctl", Usage: "nbctl (one ovn-nbctl command per line), ovsdb-json (one OVSDB transact params array) or yaml", Category: catXlate},
-		&cli.StringFlag{Name: "nb-address", Usage: "optional live NB to read the gateway routers' join addresses and SNAT, and whether NAT.match exists, from", Category: catOVN},
+		&cli.StringFlag{Name: "nb-address", Usage: "optional live NB (of --zone, in interconnect) to read what translation takes from NB: the gateway routers' join addresses and SNAT, foreign cluster routes, whether NAT.match exists", Category: catOVN},
 		&cli.StringFlag{Name: "zone", Usage: "interconnect: print the rows of this zone's NB only (without it, in an interconnect cluster, every zone's rows, each block headed by its zone)", Category: catXlate},
 		&cli.BoolFlag{Name: "nat-match", Usage: "with --snat-backend=ovn: the rows for an NB with NAT.match (OVN ≥ 24.09: one NAT row per service); taken from the NB with --nb-address", Category: catXlate},
 		&cli.BoolFlag{Name: "select-hosts", Usage: "choose hosts for EgressServices whose status.host is empty, from the Nodes given (Ready unless their conditions say otherwise), and print them", Category: catXlate},
@@ -58,7 +58,8 @@ func translateCommand() *cli.Command {
 				selectHosts(c, &in, res.Nodes)
 			}
 			if addr := c.String("nb-address"); addr != "" {
-				if err := gatewaysFromNB(c.Context, addr, &in); err != nil {
+				in.Zone = c.String("zone")
+				if err := factsFromNB(c.Context, addr, &in); err != nil {
 					return cli.Exit(err, exitError)
 				}
 			}
@@ -113,7 +114,9 @@ func selectHosts(c *cli.Context, in *translate.Input, nodes []*corev1.Node) {
 	}
 }
 
-func gatewaysFromNB(ctx context.Context, addr string, in *translate.Input) error {
+// factsFromNB reads what translation takes from NB (ovn.Facts): the NB is
+// the one of in.Zone in interconnect.
+func factsFromNB(ctx context.Context, addr string, in *translate.Input) error {
 	addrs, err := ovn.ParseAddresses(addr)
 	if err != nil {
 		return fmt.Errorf("--nb-address: %w", err)
@@ -125,13 +128,11 @@ func gatewaysFromNB(ctx context.Context, addr string, in *translate.Input) error
 		return err
 	}
 	defer nb.Close()
-	in.Config.NATMatch = ovn.FeaturesOf(nb).NATMatch
 	names := make([]string, 0, len(in.Nodes))
 	for n := range in.Nodes {
 		names = append(names, n)
 	}
-	in.Gateways = ovn.Gateways(ctx, nb, names, in.Config.ClusterSubnets)
-	return nil
+	return ovn.Facts(ctx, nb, in, nil, names)
 }
 
 func render(w io.Writer, format string, d *translate.Desired) error {

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
+
+	"github.com/ovn-kubernetes/libovsdb/client"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -13,6 +16,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
+	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -20,28 +25,39 @@ import (
 func verifyCommand() *cli.Command {
 	flags := append(kubeFlags(), nbFlags()...)
 	flags = append(flags, translateFlags()...)
-	flags = append(flags, &cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up after this long", Category: catOVN})
+	flags = append(flags,
+		&cli.StringFlag{Name: "zone", Usage: "interconnect: the zone whose NB --nb-address is (in current ovn-kubernetes, a node's name); default: found from the NB's gateway routers", Category: catXlate},
+		&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up after this long", Category: catOVN})
 	return &cli.Command{
 		Name:  "verify",
-		Usage: "compare the live NB with what the cluster's objects require; print every missing, extra or different row",
-		Description: "Exit code 0 when NB holds exactly the rows ovn-egress should own, 1 when it drifted (each row is\n" +
-			"printed), 2 on errors.",
+		Usage: "compare the live NB with what the cluster's objects require; print every missing, extra or different row, and every conflict",
+		Description: "Compares one NB (in interconnect: one zone's, --zone) with the rows ovn-egress should own there, and\n" +
+			"reports what stops them from working: ovn-kubernetes' own egress-service rows or status writes, another\n" +
+			"controller's policies at ovn-egress's priorities matching its endpoints, a central NB used as a zone.\n" +
+			"Exit code 0 when NB holds exactly the rows ovn-egress should own and nothing conflicts, 1 when it\n" +
+			"drifted or conflicts (each is printed), 2 on errors.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 			defer cancel()
-			changes, problems, err := verify(ctx, c)
+			res, err := verify(ctx, c)
 			if err != nil {
 				return cli.Exit(err, exitError)
 			}
-			for _, p := range problems {
+			for _, p := range res.problems {
 				fmt.Fprintln(c.App.ErrWriter, p.String())
 			}
-			for _, ch := range changes {
+			if res.zone != "" {
+				fmt.Fprintf(c.App.Writer, "# zone %s\n", res.zone)
+			}
+			for _, ch := range res.changes {
 				fmt.Fprintln(c.App.Writer, ch.String())
 			}
-			if len(changes) > 0 {
-				return cli.Exit(fmt.Sprintf("%d rows drifted", len(changes)), exitDrift)
+			for _, cf := range res.conflicts {
+				fmt.Fprintln(c.App.Writer, "conflict  "+cf)
+			}
+			if n := len(res.changes) + len(res.conflicts); n > 0 {
+				return cli.Exit(fmt.Sprintf("%d rows drifted, %d conflicts", len(res.changes), len(res.conflicts)), exitDrift)
 			}
 			fmt.Fprintln(c.App.Writer, "no drift")
 			return nil
@@ -49,56 +65,150 @@ func verifyCommand() *cli.Command {
 	}
 }
 
-func verify(ctx context.Context, c *cli.Context) ([]ovn.Change, translate.Problems, error) {
+// verifyResult is what verify found in one NB.
+type verifyResult struct {
+	zone      string
+	changes   []ovn.Change
+	conflicts []string
+	problems  translate.Problems
+}
+
+func verify(ctx context.Context, c *cli.Context) (verifyResult, error) {
+	var res verifyResult
 	cfg, err := translateConfig(c)
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	nbCfg, err := nbConfig(c)
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	rc, err := kubeConfig(c)
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	objs, err := listObjects(ctx, rc)
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	nb, err := ovn.NewNBClient(ctx, nbCfg, nil)
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	defer nb.Close()
-	cfg.NATMatch = ovn.FeaturesOf(nb).NATMatch
 	in := translate.InputFromObjects(cfg, objs)
+	remote, err := ovn.HasRemotePorts(ctx, nb)
+	if err != nil {
+		return res, err
+	}
+	ic := translate.Interconnect(in.Nodes) || remote
+	switch {
+	case c.String("zone") != "":
+		in.Zone = c.String("zone")
+	case ic:
+		if in.Zone, err = zoneOfNB(ctx, nb, in.Nodes); err != nil {
+			return res, err
+		}
+	}
+	if in.Zone != "" && !slices.Contains(translate.Zones(in.Nodes), in.Zone) {
+		return res, fmt.Errorf("--zone %s: no node is in that zone (zones: %v)", in.Zone, translate.Zones(in.Nodes))
+	}
+	res.zone = in.Zone
 	keys := in.AllKeys()
 	owned, err := ovn.OwnedKeys(ctx, nb)
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	for _, k := range owned {
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
 	}
-	if err := ovn.CurrentMembers(ctx, nb, keys, in.Current); err != nil {
-		return nil, nil, err
+	names := make([]string, 0, len(objs.Nodes))
+	for _, n := range objs.Nodes {
+		names = append(names, n.Name)
 	}
-	if cfg.Backend == translate.BackendOVN {
-		var names []string
-		for _, n := range objs.Nodes {
-			names = append(names, n.Name)
-		}
-		in.Gateways = ovn.Gateways(ctx, nb, names, in.Config.ClusterSubnets)
+	if err := ovn.Facts(ctx, nb, &in, keys, names); err != nil {
+		return res, err
 	}
 	d := translate.Translate(in)
 	plan, err := ovn.BuildPlan(ctx, nb, keys, d)
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
-	return plan.Changes(), d.Problems, nil
+	res.changes, res.problems = plan.Changes(), d.Problems
+	if res.conflicts, err = conflicts(ctx, nb, cfg, objs, d, remote && in.Zone == ""); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// zoneOfNB finds the interconnect zone an NB belongs to: the zone of the
+// nodes whose gateway router is in it (exactly one zone).
+func zoneOfNB(ctx context.Context, nb client.Client, nodes map[string]*translate.NodeInfo) (string, error) {
+	zones := map[string]bool{}
+	for name, n := range nodes {
+		lr := &nbdb.LogicalRouter{Name: translate.GatewayRouter(name)}
+		if err := nb.Get(ctx, lr); err == nil {
+			zones[n.ZoneName()] = true
+		}
+	}
+	if len(zones) != 1 {
+		return "", fmt.Errorf("interconnect cluster: this NB holds the gateway routers of %d zones (%v); give --zone", len(zones), slices.Sorted(maps.Keys(zones)))
+	}
+	for z := range zones {
+		return z, nil
+	}
+	return "", nil
+}
+
+// conflicts lists what stops ovn-egress's rows from working in this NB:
+// ovn-kubernetes' own egress-service handling (its rows, its status
+// writes), other controllers' policies at the reroute priority matching
+// ovn-egress's endpoints (OVN's choice between equal priorities is
+// undefined), and a central translation of a zone's NB.
+func conflicts(ctx context.Context, nb client.Client, cfg translate.Config, objs translate.Objects, d *translate.Desired, centralOnZone bool) ([]string, error) {
+	var out []string
+	pols, served, _, err := ovn.ForeignEgressService(ctx, nb, cfg.ReroutePriority)
+	if err != nil {
+		return nil, err
+	}
+	cf := coexist.Conflict{EgressSVCPolicies: pols, ServedPods: served, InterconnectNB: centralOnZone}
+	for _, es := range objs.EgressServices {
+		if coexist.WrittenByOVNKube(es.ManagedFields) {
+			cf.StatusWriters = append(cf.StatusWriters, translate.EgressServiceKey(es))
+		}
+	}
+	if cf.Active() {
+		out = append(out, cf.String())
+	}
+	eps := map[string]string{} // endpoint → the owned set holding it
+	for _, k := range d.Keys() {
+		for _, as := range d.Rows[k].AddressSets {
+			if as.ExternalIDs[translate.KeyOwnerType] == translate.OwnerNodeIPs {
+				continue
+			}
+			for _, a := range as.Addresses {
+				eps[a] = as.ExternalIDs[translate.KeyID]
+			}
+		}
+	}
+	foreign, err := ovn.ForeignPolicies(ctx, nb, []int{cfg.ReroutePriority})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range foreign {
+		if _, svc := p.ExternalIDs[ovn.EgressSVCKey]; svc {
+			continue // counted above
+		}
+		for _, ip := range ovn.MatchSources(p.Match) {
+			if set, ok := eps[ip]; ok {
+				out = append(out, fmt.Sprintf("Logical_Router_Policy %s of another controller at priority %d (%s) also matches endpoint %s of %s: OVN picks between equal-priority policies in no defined order",
+					p.UUID, p.Priority, p.Match, ip, set))
+			}
+		}
+	}
+	return out, nil
 }
 
 // listObjects reads every object translation needs from the API server.

@@ -197,7 +197,25 @@ func (d *Dataplane) wireHost(t testing.TB, i int, n TopologyNode) {
 	}
 	h.Sysctl(t, "net/ipv4/ip_forward", "1")
 	h.Sysctl(t, "net/ipv6/conf/all/forwarding", "1")
+	if n.GatewayMode == "local" {
+		// ovn-kubernetes' local gateway masquerade (its chain
+		// ovn-kube-local-gw-masq, postrouting priority srcnat+1, jumping to
+		// ovn-kube-pod-subnet-masq): this node's pods leave with its address.
+		var rules []string
+		for _, s := range n.Subnets {
+			rules = append(rules, fmt.Sprintf("  %s saddr %s masquerade\n", nftFamilyMatch(ipfamily.OfPrefix(s)), s))
+		}
+		h.MustRun(t, "sh", "-c", "printf 'table inet ovn-kubernetes {\n chain ovn-kube-local-gw-masq {\n  type nat hook postrouting priority srcnat + 1; policy accept;\n"+
+			strings.Join(rules, "")+" }\n}\n' | nft -f -")
+	}
 	d.Vsctl(t, "add-port", "br-int", ovsEnd, "--", "set", "Interface", ovsEnd, "external_ids:iface-id=k8s-"+n.Name)
+}
+
+func nftFamilyMatch(f ipfamily.Family) string {
+	if f == ipfamily.V6 {
+		return "ip6"
+	}
+	return "ip"
 }
 
 func routeFlag(f ipfamily.Family) string {

@@ -16,7 +16,6 @@ import (
 // (shared gateway mode) and its external addresses as InternalIPs.
 func (t Topology) NodeObject(n TopologyNode) *corev1.Node {
 	ann := t.NodeAnnotations(n)
-	ann["k8s.ovn.org/l3-gateway-config"] = `{"default":{"mode":"shared"}}`
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{"kubernetes.io/hostname": n.Name}, Annotations: ann},
 		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},

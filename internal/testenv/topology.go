@@ -35,6 +35,9 @@ type Topology struct {
 // TopologyNode is one node of a Topology.
 type TopologyNode struct {
 	Name string
+	// GatewayMode is ovn-kubernetes' gateway mode of the node: "shared"
+	// (the default when empty) or "local".
+	GatewayMode string
 	// ID is the ovn-kubernetes node id (k8s.ovn.org/node-id).
 	ID          int
 	Subnets     []netip.Prefix // pod subnets, one per family
@@ -214,14 +217,44 @@ func (t Topology) commands(zone string) []string {
 		cmd("lsp-set-addresses", "breth0_"+n.Name, "unknown")
 		cmd("lsp-set-options", "breth0_"+n.Name, "network_name=physnet")
 		for i, f := range t.Families {
-			cmd("--policy=src-ip", "lr-route-add", "ovn_cluster_router", n.Subnets[i].String(), n.JoinIPs[i].Addr().String())
+			join := n.JoinIPs[i].Addr()
+			// Pod egress: to the GR (shared gateway mode) or to the node's
+			// management port, where the host masquerades it (local gateway
+			// mode; reference: ovn-kubernetes-local-gateway.md §1a).
+			egress := join.String()
+			if n.GatewayMode == "local" {
+				egress = n.MgmtIPs()[i].String()
+			}
+			cmd("--policy=src-ip", "lr-route-add", "ovn_cluster_router", n.Subnets[i].String(), egress)
+			// Return traffic to a GR goes back to the same GR (ovn-kubernetes'
+			// dst route of the GR's join address, both gateway modes).
+			cmd("lr-route-add", "ovn_cluster_router", netip.PrefixFrom(join, join.BitLen()).String(), join.String())
 			cmd("lr-route-add", gr, t.ClusterSubnets[i].String(), t.ClusterRouterJoinIPs[i].Addr().String())
 			cmd("lr-route-add", gr, f.Any().String(), t.ExternalGateways[i].String(), "rtoe-"+gr)
-			cmd("lr-nat-add", gr, "snat", n.ExternalIPs[i].Addr().String(), t.ClusterSubnets[i].String())
+			// The GR's SNAT of the cluster subnet and of its own join address
+			// to the node's address, with ovn-kubernetes' port range.
+			ext := n.ExternalIPs[i].Addr().String()
+			cmd("--portrange", "lr-nat-add", gr, "snat", ext, t.ClusterSubnets[i].String(), NATPortRange)
+			cmd("--portrange", "lr-nat-add", gr, "snat", ext, join.String(), NATPortRange)
+			// The 1004 policy: traffic from the node's pods to the node's own
+			// addresses goes to its management port (the host's addresses:
+			// in this topology the GR's external address is its own, where
+			// ovn-kubernetes' shared gateway shares it with the host).
+			for _, hp := range n.HostIPs {
+				if ipfamily.OfPrefix(hp) != f {
+					continue
+				}
+				cmd("lr-policy-add", "ovn_cluster_router", "1004",
+					fmt.Sprintf(`inport == "rtos-%s" && %s.dst == %s /* %s */`, n.Name, f.OVNMatch(), hp.Addr(), n.Name),
+					"reroute", n.MgmtIPs()[i].String())
+			}
 		}
 	}
 	return args[1:]
 }
+
+// NATPortRange is the external port range ovn-kubernetes gives its GR SNATs.
+const NATPortRange = "32768-60999"
 
 // BuildTopology writes the topology into NB with one ovn-nbctl call and waits
 // until northd has synced it to SB.
@@ -246,24 +279,39 @@ func (o *OVN) AddPod(t testing.TB, node, pod string, ips ...netip.Addr) string {
 }
 
 // NodeAnnotations returns the ovn-kubernetes annotations a Node object of this
-// topology carries: node-subnets, node-gateway-router-lrp-ifaddr, node-id and
-// host-cidrs.
+// topology carries, as current ovn-kubernetes writes them (reference:
+// ovn-kubernetes-live.md): node-subnets, node-id (the GR's join address is
+// derived from it: no node-gateway-router-lrp-ifaddr), host-cidrs,
+// l3-gateway-config, node-primary-ifaddr, node-chassis-id and, in
+// interconnect, node-transit-switch-port-ifaddr (no zone-name: every node
+// is its own zone).
 func (t Topology) NodeAnnotations(n TopologyNode) map[string]string {
 	subnets := map[string][]string{"default": prefixStrings(n.Subnets)}
-	lrp := map[string]string{}
-	for _, p := range n.JoinIPs {
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	primary := map[string]string{}
+	var gwIPs, nextHops []string
+	for i, p := range n.ExternalIPs {
+		gwIPs = append(gwIPs, p.String())
+		nextHops = append(nextHops, t.ExternalGateways[i].String())
 		if ipfamily.OfPrefix(p) == ipfamily.V4 {
-			lrp["ipv4"] = p.String()
+			primary["ipv4"] = p.String()
 		} else {
-			lrp["ipv6"] = p.String()
+			primary["ipv6"] = p.String()
 		}
 	}
-	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	mode := n.GatewayMode
+	if mode == "" {
+		mode = "shared"
+	}
+	l3 := map[string]any{"default": map[string]any{"mode": mode, "bridge-id": "breth0", "interface-id": "breth0_" + n.Name,
+		"mac-address": MAC(n.ExternalIPs[0].Addr()), "ip-addresses": gwIPs, "next-hops": nextHops, "node-port-enable": "true", "vlan-id": "0"}}
 	ann := map[string]string{
-		"k8s.ovn.org/node-subnets":                   js(subnets),
-		"k8s.ovn.org/node-gateway-router-lrp-ifaddr": js(lrp),
-		"k8s.ovn.org/node-id":                        fmt.Sprint(n.ID),
-		"k8s.ovn.org/host-cidrs":                     js(prefixStrings(append(append([]netip.Prefix{}, n.ExternalIPs...), n.HostIPs...))),
+		"k8s.ovn.org/node-subnets":        js(subnets),
+		"k8s.ovn.org/node-id":             fmt.Sprint(n.ID),
+		"k8s.ovn.org/host-cidrs":          js(prefixStrings(append(append([]netip.Prefix{}, n.ExternalIPs...), n.HostIPs...))),
+		"k8s.ovn.org/l3-gateway-config":   js(l3),
+		"k8s.ovn.org/node-primary-ifaddr": js(primary),
+		"k8s.ovn.org/node-chassis-id":     "chassis-" + n.Name,
 	}
 	if t.Interconnect {
 		ts := map[string]string{}
@@ -275,7 +323,6 @@ func (t Topology) NodeAnnotations(n TopologyNode) map[string]string {
 			}
 		}
 		ann["k8s.ovn.org/node-transit-switch-port-ifaddr"] = js(ts)
-		ann["k8s.ovn.org/zone-name"] = n.Name
 	}
 	return ann
 }

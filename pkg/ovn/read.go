@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -197,4 +198,36 @@ func OVNKubeEgressIPActive(ctx context.Context, c client.Client) (bool, error) {
 		return false, fmt.Errorf("list EgressIP policies: %w", err)
 	}
 	return len(pols) > 0, nil
+}
+
+// ForeignPolicies lists the router policies ovn-egress does not own at the
+// given priorities, from the cache.
+func ForeignPolicies(ctx context.Context, c client.Client, priorities []int) ([]nbdb.LogicalRouterPolicy, error) {
+	var pols []nbdb.LogicalRouterPolicy
+	err := c.WhereCache(func(p *nbdb.LogicalRouterPolicy) bool {
+		_, ours := translate.KeyOf(p.ExternalIDs)
+		return !ours && slices.Contains(priorities, p.Priority)
+	}).List(ctx, &pols)
+	if err != nil && err != client.ErrNotFound {
+		return nil, fmt.Errorf("list foreign policies: %w", err)
+	}
+	return pols, nil
+}
+
+// matchSourceRE finds the literal source addresses a match names
+// ("ip4.src == 10.244.0.3", "ip6.src == {a, b}").
+var matchSourceRE = regexp.MustCompile(`ip[46]\.src\s*==\s*(\{[^}]*\}|[0-9a-fA-F.:]+)`)
+
+// MatchSources returns the literal source addresses of a policy match (not
+// address sets, not prefixes), canonical.
+func MatchSources(match string) []string {
+	var out []string
+	for _, m := range matchSourceRE.FindAllStringSubmatch(match, -1) {
+		for _, f := range strings.FieldsFunc(strings.Trim(m[1], "{}"), func(r rune) bool { return r == ',' || r == ' ' }) {
+			if ip, err := netip.ParseAddr(f); err == nil {
+				out = append(out, ipfamily.Canonical(ip).String())
+			}
+		}
+	}
+	return out
 }

@@ -106,7 +106,7 @@ func (d *Detector) ObserveEgressService(es *egressv1.EgressService) {
 		// to the transform twice) — this says nothing about the writer.
 		return
 	}
-	foreign := writtenByOVNKube(es.ManagedFields)
+	foreign := WrittenByOVNKube(es.ManagedFields)
 	key := es.Namespace + "/" + es.Name
 	d.mu.Lock()
 	changed := d.writers[key] != foreign
@@ -132,10 +132,10 @@ func (d *Detector) Forget(key string) {
 	}
 }
 
-// writtenByOVNKube reports whether the status subresource's fields are
+// WrittenByOVNKube reports whether the status subresource's fields are
 // managed by ovn-kubernetes: an Update through /status moves the fields it
 // sets to its manager, so its entry exists exactly while it wrote last.
-func writtenByOVNKube(mf []metav1.ManagedFieldsEntry) bool {
+func WrittenByOVNKube(mf []metav1.ManagedFieldsEntry) bool {
 	for _, e := range mf {
 		if e.Subresource == "status" && strings.HasPrefix(e.Manager, Manager) {
 			return true

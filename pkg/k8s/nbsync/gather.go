@@ -122,27 +122,13 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 		return in, err
 	}
 	in.Nodes = nodes
-	if c.cfg.Translate.Backend == translate.BackendOVN {
-		var names []string
-		for h := range hosts {
-			if h != egressv1.HostAll {
-				names = append(names, h)
-			}
-		}
-		in.Gateways = ovn.Gateways(ctx, c.nb, names, c.cfg.Translate.ClusterSubnets)
-	}
-	if err := ovn.CurrentMembers(ctx, c.nb, keys, in.Current); err != nil {
-		return in, err
-	}
-	if in.Zone != "" {
-		if in.ForeignClusterRoutes, err = ovn.ForeignClusterRoutes(ctx, c.nb, c.cfg.Translate.ClusterSubnets); err != nil {
-			return in, err
-		}
-		if in.ClusterRouteShared, err = ovn.OVNKubeEgressIPActive(ctx, c.nb); err != nil {
-			return in, err
+	names := make([]string, 0, len(hosts))
+	for h := range hosts {
+		if h != egressv1.HostAll {
+			names = append(names, h)
 		}
 	}
-	return in, nil
+	return in, ovn.Facts(ctx, c.nb, &in, keys, names)
 }
 
 func (c *Controller) slicesOf(svcKey string) ([]*discoveryv1.EndpointSlice, error) {

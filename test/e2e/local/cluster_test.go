@@ -67,6 +67,10 @@ type options struct {
 	masters int
 	// namespace for the workload (default: a fresh one per test).
 	namespace string
+	// gatewayMode is ovn-kubernetes' gateway mode of every node: "shared"
+	// (default) or "local" (pod egress through the management port, the
+	// host masquerades it).
+	gatewayMode string
 }
 
 // cluster is a 3-node OVN cluster forwarding real packets, with the
@@ -122,6 +126,9 @@ func newCluster(t *testing.T, o options) *cluster {
 	}
 	ovn := testenv.NewOVN(t)
 	topo := testenv.DefaultTopology(3, o.families...)
+	for i := range topo.Nodes {
+		topo.Nodes[i].GatewayMode = o.gatewayMode
+	}
 	c := &cluster{t: t, opts: o, ovn: ovn, topo: topo, dir: t.TempDir(), agents: map[string]*testenv.Process{},
 		pods: map[string]*pod{}, announced: map[netip.Addr]string{}, dnat: map[netip.Addr]netip.Addr{}}
 	c.dp = testenv.NewDataplane(t, ovn, topo)
@@ -443,10 +450,15 @@ func (c *cluster) keepAsking(p *pod) (stop func()) {
 }
 
 // nodeAddr is the address the pods of node leave with when nothing
-// reroutes them: their GR's.
+// reroutes them: their GR's (shared gateway mode), or the host's, which
+// masquerades them (local gateway mode).
 func (c *cluster) nodeAddr(node string) func(ipfamily.Family) []netip.Addr {
 	return func(f ipfamily.Family) []netip.Addr {
-		for _, p := range c.topo.Node(node).ExternalIPs {
+		addrs := c.topo.Node(node).ExternalIPs
+		if c.opts.gatewayMode == "local" {
+			addrs = c.topo.Node(node).HostIPs
+		}
+		for _, p := range addrs {
 			if ipfamily.OfPrefix(p) == f {
 				return []netip.Addr{p.Addr()}
 			}

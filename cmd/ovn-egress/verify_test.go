@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// TestVerifyZones: verify in interconnect, one zone NB at a time, against
+// the ovn-kubernetes interconnect topology (three zones, each its own NB).
+// The rows each zone should have (written by translate's nbctl commands for
+// that zone) verify clean, with --zone and without (the zone is found from
+// the NB's gateway routers); then each situation that breaks them in a
+// real cluster is reported, and the exit code is 1:
+//   - rows a central master would write (a reroute to the host's management
+//     port in another zone's NB);
+//   - ovn-kubernetes' own EgressSVC reroute in the zone (its feature on, or
+//     left behind when turned off);
+//   - another controller's untagged priority-101 policy on one of the
+//     endpoints (equal priorities: OVN's choice is undefined);
+//   - ovn-kubernetes' EgressIP active in the host's zone, which relies on the
+//     cluster route ovn-egress owns there: it is to be handed over.
+func TestVerifyZones(t *testing.T) {
+	topo := testenv.DefaultTopology(3, ipfamily.V4)
+	topo.Interconnect = true
+	zones := map[string]*testenv.OVN{}
+	for _, n := range topo.Nodes {
+		o := testenv.NewOVN(t)
+		o.BuildZone(t, topo, n.Name)
+		zones[n.Name] = o
+	}
+	kube.CreateNodes(t, topo)
+	ns := kube.Namespace(t)
+	t.Cleanup(func() {
+		kube.Egress.K8sV1().EgressServices(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	kube.CreateLoadBalancer(t, ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1", "10.244.3.5@node3")
+	kube.SetHost(t, ns, "web", "node2")
+	kube.SetReport(t, "node2", translate.Report{ns + "/web": kube.ReportFor(t, "node2", ns, "web", topo.ClusterSubnets)})
+	manifest := exportManifest(t, ns)
+	inst, err := testenv.SelectedOVN()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, o := range zones {
+		script, stderr, code := run(t, "translate", "-f", manifest, "--zone", name, "--nb-address", o.NBAddress())
+		if code != 0 {
+			t.Fatalf("translate --zone %s: exit %d: %s", name, code, stderr)
+		}
+		sh := exec.Command("sh", "-e", "-c", script)
+		sh.Env = append(os.Environ(), "OVN_NB_DB="+o.NBAddress(), "PATH="+inst.PATH())
+		if out, err := sh.CombinedOutput(); err != nil {
+			t.Fatalf("zone %s: sh -e: %v\n%s", name, err, out)
+		}
+	}
+	verify := func(zone string, flags ...string) (string, int) {
+		t.Helper()
+		args := append([]string{"verify", "--kubeconfig", kube.Kubeconfig, "--nb-address", zones[zone].NBAddress()}, flags...)
+		out, stderr, code := run(t, args...)
+		if code == exitError {
+			t.Fatalf("verify %s: exit 2: %s", zone, stderr)
+		}
+		return out, code
+	}
+	for name := range zones {
+		for _, flags := range [][]string{{"--zone", name}, nil} {
+			if out, code := verify(name, flags...); code != 0 || !strings.Contains(out, "no drift") || !strings.Contains(out, "# zone "+name) {
+				t.Errorf("zone %s %v, clean rows: exit %d\n%s", name, flags, code, out)
+			}
+		}
+	}
+
+	// A central master's row in zone node1: a reroute to node2's management
+	// port, which this zone cannot reach.
+	node1 := zones["node1"]
+	reroute := strings.TrimSpace(node1.MustNBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy",
+		`external_ids:"k8s.ovn.org/id"="ovn-egress:EgressServiceHost:node2:v4:reroute"`))
+	node1.MustNBCtl(t, "set", "Logical_Router_Policy", reroute, `nexthops="10.244.2.2"`)
+	if out, code := verify("node1"); code != 1 || !strings.Contains(out, "different") || !strings.Contains(out, "reroute") {
+		t.Errorf("a central master's reroute in a zone: exit %d\n%s", code, out)
+	}
+	node1.MustNBCtl(t, "set", "Logical_Router_Policy", reroute, `nexthops="100.88.0.3"`)
+
+	// ovn-kubernetes' own EgressSVC reroute, and another controller's
+	// untagged 101 policy on the same endpoint.
+	node1.MustNBCtl(t, "--", "--id=@p", "create", "Logical_Router_Policy", "priority=101", `match="ip4.src == 10.244.1.5"`,
+		"action=reroute", `nexthops="100.88.0.3"`, `external_ids:EgressSVC="`+ns+`/web"`, "--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p")
+	out, code := verify("node1")
+	if code != 1 || !strings.Contains(out, "conflict") || !strings.Contains(out, "EgressSVC") || !strings.Contains(out, "--enable-egress-service=false") {
+		t.Errorf("ovn-kubernetes' EgressSVC row: exit %d\n%s", code, out)
+	}
+	node1.MustNBCtl(t, "--", "--id=@p", "create", "Logical_Router_Policy", "priority=101", `match="ip4.src == 10.244.1.5"`,
+		"action=reroute", `nexthops="100.88.0.9"`, "--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p")
+	if out, code := verify("node1"); code != 1 || !strings.Contains(out, "also matches endpoint 10.244.1.5") {
+		t.Errorf("an untagged 101 policy on an endpoint: exit %d\n%s", code, out)
+	}
+
+	// ovn-kubernetes' EgressIP in the host's zone: the cluster route it
+	// relies on is to be handed over, not kept as ovn-egress's.
+	node2 := zones["node2"]
+	node2.MustNBCtl(t, "--", "--id=@p", "create", "Logical_Router_Policy", "priority=102", `match="ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16"`,
+		"action=allow", `external_ids:"k8s.ovn.org/owner-controller"="default-network-controller"`, `external_ids:"k8s.ovn.org/owner-type"="EgressIP"`,
+		`external_ids:"k8s.ovn.org/name"="EIP-No-Reroute-Pod-To-Pod"`, "--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p")
+	if out, code := verify("node2"); code != 1 || !strings.Contains(out, "release") || !strings.Contains(out, "handed over to ovn-kubernetes") {
+		t.Errorf("EgressIP relying on the cluster route: exit %d\n%s", code, out)
+	}
+}
