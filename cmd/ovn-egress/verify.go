@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ovn-kubernetes/libovsdb/client"
@@ -146,10 +147,14 @@ func verify(ctx context.Context, c *cli.Context) (verifyResult, error) {
 // zoneOfNB finds the interconnect zone an NB belongs to: the zone of the
 // nodes whose gateway router is in it (exactly one zone).
 func zoneOfNB(ctx context.Context, nb client.Client, nodes map[string]*translate.NodeInfo) (string, error) {
+	var grs []nbdb.LogicalRouter
+	err := nb.WhereCache(func(lr *nbdb.LogicalRouter) bool { return strings.HasPrefix(lr.Name, "GR_") }).List(ctx, &grs)
+	if err != nil && err != client.ErrNotFound {
+		return "", fmt.Errorf("list gateway routers: %w", err)
+	}
 	zones := map[string]bool{}
-	for name, n := range nodes {
-		lr := &nbdb.LogicalRouter{Name: translate.GatewayRouter(name)}
-		if err := nb.Get(ctx, lr); err == nil {
+	for _, lr := range grs {
+		if n := nodes[strings.TrimPrefix(lr.Name, "GR_")]; n != nil {
 			zones[n.ZoneName()] = true
 		}
 	}

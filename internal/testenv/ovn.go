@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -296,13 +297,17 @@ func (o *OVN) MustSBCtl(t testing.TB, args ...string) string {
 }
 
 // SNATs reports whether router gr has a snat row owned by ovn-egress that
-// gives ep the external address ext: one row per endpoint (logical_ip ep),
-// or a row whose match names an address set holding ep (NAT.match).
+// gives ep the external address ext ("": any): one row per endpoint
+// (logical_ip ep), or a row whose match names an address set holding ep
+// (NAT.match).
 func (o *OVN) SNATs(t testing.TB, gr, ext, ep string) bool {
 	t.Helper()
 	onGR := o.MustNBCtl(t, "get", "Logical_Router", gr, "nat")
-	for _, u := range strings.Fields(o.MustNBCtl(t, "--bare", "--columns=_uuid", "find", "NAT", "external_ip="+ext,
-		"external_ids:k8s.ovn.org/owner-controller=ovn-egress")) {
+	find := []string{"--bare", "--columns=_uuid", "find", "NAT", "external_ids:k8s.ovn.org/owner-controller=ovn-egress"}
+	if ext != "" {
+		find = append(find, "external_ip="+ext)
+	}
+	for _, u := range strings.Fields(o.MustNBCtl(t, find...)) {
 		if !strings.Contains(onGR, u) {
 			continue
 		}
@@ -321,4 +326,14 @@ func (o *OVN) SNATs(t testing.TB, gr, ext, ep string) bool {
 		}
 	}
 	return false
+}
+
+// ReroutesTo reports whether one of ovn-egress's reroute policies has the
+// next hop nexthop (the topology's own policies, 1004 to the management
+// ports, do not count).
+func (o *OVN) ReroutesTo(t testing.TB, nexthop string) bool {
+	t.Helper()
+	out := o.MustNBCtl(t, "--bare", "--columns=nexthops", "find", "Logical_Router_Policy",
+		"external_ids:k8s.ovn.org/owner-controller=ovn-egress", "action=reroute")
+	return slices.Contains(strings.Fields(out), nexthop)
 }

@@ -173,7 +173,7 @@ func TestMasterTranslatesAsServiceAccount(t *testing.T) {
 	c.start(c.config("ovn-egress-master"), rc)
 
 	c.eventually("reroute policy to node2", func() bool {
-		return strings.Contains(c.ovn.MustNBCtl(t, "lr-policy-list", "ovn_cluster_router"), "10.244.2.2")
+		return c.ovn.ReroutesTo(t, "10.244.2.2")
 	})
 	if got := c.setAddresses("node2"); got != "[]" {
 		t.Fatalf("endpoints rerouted before the agent reported: %s", got)

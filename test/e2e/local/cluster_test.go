@@ -408,10 +408,9 @@ func (c *cluster) reroutesTo(node string) bool {
 func (c *cluster) viaHost(p *pod, node string) {
 	c.t.Helper()
 	if c.opts.backend == "ovn" {
-		nat := c.ovn.MustNBCtl(c.t, "lr-nat-list", "GR_"+node)
 		for _, ip := range p.ips {
-			if !strings.Contains(nat, ip.String()) {
-				c.t.Fatalf("GR_%s has no NAT row for pod %s (%s):\n%s", node, p.name, ip, nat)
+			if !c.ovn.SNATs(c.t, "GR_"+node, "", ip.String()) {
+				c.t.Fatalf("GR_%s has no NAT row for pod %s (%s):\n%s", node, p.name, ip, c.ovn.MustNBCtl(c.t, "lr-nat-list", "GR_"+node))
 			}
 		}
 		return
