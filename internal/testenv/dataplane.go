@@ -268,7 +268,11 @@ func (d *Dataplane) Announce(t testing.TB, node string, ip netip.Addr) {
 	if f == ipfamily.V6 {
 		plen = "/128"
 	}
-	if out, err := h.Run("ip", "addr", "replace", ip.String()+plen, "dev", "eth0", "nodad"); err != nil && f == ipfamily.V6 {
+	// IPv6: deprecated at once (preferred_lft 0), so that the host never
+	// picks it as a source address of its own — a masquerade, for example —
+	// while it still answers neighbour solicitations for it (MetalLB, which
+	// this plays, puts no address on the interface at all).
+	if out, err := h.Run("ip", "addr", "replace", ip.String()+plen, "dev", "eth0", "nodad", "preferred_lft", "0"); err != nil && f == ipfamily.V6 {
 		t.Fatalf("announce %s on %s: %v", ip, node, err)
 	} else if err != nil {
 		if _, err := h.Run("ip", "addr", "replace", ip.String()+plen, "dev", "eth0"); err != nil {

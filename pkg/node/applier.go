@@ -101,7 +101,7 @@ func (r Result) Changed() bool {
 // the others; the returned Result says what was reached either way.
 func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts ApplyOptions) (Result, error) {
 	want = translate.NodeState{Rules: slices.Clone(want.Rules), SNAT: slices.Clone(want.SNAT),
-		NoSNAT: slices.Clone(want.NoSNAT)}.Normalize()
+		NoSNAT: slices.Clone(want.NoSNAT), NodeIPs: slices.Clone(want.NodeIPs)}.Normalize()
 	for _, r := range want.Rules {
 		if r.Priority != a.cfg.RulePriority {
 			return Result{}, fmt.Errorf("rule %s is not at the owned priority %d", r, a.cfg.RulePriority)
@@ -137,7 +137,7 @@ func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts Appl
 			nft.elements[e.Endpoint] = e
 		}
 	}
-	res.Reached.NoSNAT = want.NoSNAT
+	res.Reached.NoSNAT, res.Reached.NodeIPs = want.NoSNAT, want.NodeIPs
 	res.Reached.SNAT = elementsOf(nft)
 	reachedRules, added, addErr := addRules(a.nl, rules, want.Rules)
 	res.Added += added

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -54,8 +55,12 @@ type Controller struct {
 	log *logrus.Entry
 	d   Deps
 
-	kubeInformers   informers.SharedInformerFactory
-	nodeInformers   informers.SharedInformerFactory
+	kubeInformers informers.SharedInformerFactory
+	nodeInformers informers.SharedInformerFactory
+	// allNodes caches every Node with only its addresses (host-cidrs and
+	// status.addresses): the node IPs the SNAT leaves alone.
+	allNodes        informers.SharedInformerFactory
+	nodeIPsLst      corelisters.NodeLister
 	egressInformers egressinformers.SharedInformerFactory
 	esLister        egresslisters.EgressServiceLister
 	svcLister       corelisters.ServiceLister
@@ -96,12 +101,15 @@ func NewController(cfg Config, d Deps, log *logrus.Entry) (*Controller, error) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
 	}))
 	c.egressInformers = informer.Egress(d.Egress)
+	c.allNodes = informers.NewSharedInformerFactoryWithOptions(d.Kube, 0, informers.WithTransform(nodeAddressesOnly))
 
 	es := c.egressInformers.K8s().V1().EgressServices()
 	svc := c.kubeInformers.Core().V1().Services()
 	slices := c.kubeInformers.Discovery().V1().EndpointSlices()
 	nodes := c.nodeInformers.Core().V1().Nodes()
+	allNodeInf := c.allNodes.Core().V1().Nodes()
 	c.esLister, c.svcLister, c.sliceLister, c.nodeLister = es.Lister(), svc.Lister(), slices.Lister(), nodes.Lister()
+	c.nodeIPsLst = allNodeInf.Lister()
 
 	handlers := []struct {
 		inf cache.SharedIndexInformer
@@ -126,6 +134,15 @@ func NewController(cfg Config, d Deps, log *logrus.Entry) (*Controller, error) {
 			AddFunc:    func(o any) { c.onNode(nil, o) },
 			UpdateFunc: c.onNode,
 		}},
+		{allNodeInf.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { c.enqueue() },
+			UpdateFunc: func(o, n any) {
+				if !sameAddresses(o, n) {
+					c.enqueue()
+				}
+			},
+			DeleteFunc: func(any) { c.enqueue() },
+		}},
 	}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(h.h); err != nil {
@@ -146,6 +163,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.queue.ShutDown()
 	c.kubeInformers.Start(ctx.Done())
 	c.nodeInformers.Start(ctx.Done())
+	c.allNodes.Start(ctx.Done())
+	defer c.allNodes.Shutdown()
 	c.egressInformers.Start(ctx.Done())
 	defer c.kubeInformers.Shutdown()
 	defer c.nodeInformers.Shutdown()
@@ -265,6 +284,29 @@ func (c *Controller) onNode(old, obj any) {
 		default:
 		}
 	}
+}
+
+// nodeAddressesOnly keeps of a Node what the node-IP list needs: its name,
+// the host-cidrs annotation and status.addresses (a cache of every Node in
+// the cluster stays small).
+func nodeAddressesOnly(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion}}
+	if v, ok := n.Annotations[translate.AnnotHostCIDRs]; ok {
+		out.Annotations = map[string]string{translate.AnnotHostCIDRs: v}
+	}
+	out.Status.Addresses = n.Status.Addresses
+	return out, nil
+}
+
+func sameAddresses(o, n any) bool {
+	a, ok1 := o.(*corev1.Node)
+	b, ok2 := n.(*corev1.Node)
+	return ok1 && ok2 && a.Annotations[translate.AnnotHostCIDRs] == b.Annotations[translate.AnnotHostCIDRs] &&
+		slices.Equal(a.Status.Addresses, b.Status.Addresses)
 }
 
 func unwrapTombstone(obj any) any {

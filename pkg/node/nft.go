@@ -24,6 +24,8 @@ import (
 //	    oifname "ovn-k8s-mp0" return                # back into the cluster
 //	    ip daddr { <cluster subnets> } return       # to pods
 //	    ip6 daddr { <cluster subnets> } return
+//	    ip daddr { <node addresses> } return        # to nodes: the node's own NAT
+//	    ip6 daddr { <node addresses> } return
 //	    snat ip to ip saddr map @snat-v4
 //	    snat ip6 to ip6 saddr map @snat-v6
 //	  }
@@ -84,7 +86,7 @@ type chainRule struct{ text, comment string }
 // with a hash of the rule text, so a changed rule (new cluster subnets, a
 // new agent version) is noticed from the comments alone — knftables lists
 // rules by handle and comment, not by text.
-func chainRules(mgmtPort string, noSNAT []netip.Prefix) (snat, guard []chainRule) {
+func chainRules(mgmtPort string, noSNAT []netip.Prefix, nodeIPs []netip.Addr) (snat, guard []chainRule) {
 	mk := func(name, text string) chainRule {
 		h := fnv.New32a()
 		h.Write([]byte(text))
@@ -105,6 +107,16 @@ func chainRules(mgmtPort string, noSNAT []netip.Prefix) (snat, guard []chainRule
 		if len(ps) > 0 {
 			keep = append(keep, mk("to-cluster-"+string(f),
 				fmt.Sprintf("%s daddr { %s } return", nftMatch(f), strings.Join(ps, ", "))))
+		}
+		var ips []string
+		for _, ip := range nodeIPs {
+			if ipfamily.Of(ip) == f {
+				ips = append(ips, ip.String())
+			}
+		}
+		if len(ips) > 0 {
+			keep = append(keep, mk("to-node-"+string(f),
+				fmt.Sprintf("%s daddr { %s } return", nftMatch(f), strings.Join(ips, ", "))))
 		}
 	}
 	snat = append(snat, keep...)
@@ -223,7 +235,7 @@ type nftPlan struct {
 
 func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, mgmtPort string) nftPlan {
 	p := nftPlan{adds: nft.NewTransaction(), deletes: nft.NewTransaction()}
-	snatRules, guardRules := chainRules(mgmtPort, want.NoSNAT)
+	snatRules, guardRules := chainRules(mgmtPort, want.NoSNAT, want.NodeIPs)
 	chains := []struct {
 		name     string
 		typ      knftables.BaseChainType

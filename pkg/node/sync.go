@@ -87,6 +87,13 @@ func (c *Controller) gather() (translate.NodePlanInput, error) {
 	if n, err := c.nodeLister.Get(c.cfg.NodeName); err == nil {
 		in.NodeSubnets = translate.ParseNode(n, nil).Subnets
 	}
+	nodes, err := c.nodeIPsLst.List(labels.Everything())
+	if err != nil {
+		return in, fmt.Errorf("list nodes: %w", err)
+	}
+	for _, n := range nodes {
+		in.NodeIPs = append(in.NodeIPs, translate.ParseNode(n, nil).HostIPs...)
+	}
 	all, err := c.esLister.List(labels.Everything())
 	if err != nil {
 		return in, fmt.Errorf("list EgressServices: %w", err)

@@ -60,8 +60,12 @@ type NodePlanInput struct {
 	// annotation): an endpoint in them but outside ClusterSubnets is a
 	// problem, not skipped silently.
 	NodeSubnets []netip.Prefix
-	Tables      map[string]uint32
-	Config      NodePlanConfig
+	// NodeIPs are every node's addresses (host-cidrs): traffic to them is
+	// never SNATed to an LB IP — what ovn-kubernetes' Pod-To-Node mark
+	// (pkt_mark=1008) says, without relying on the datapath to carry it.
+	NodeIPs []netip.Addr
+	Tables  map[string]uint32
+	Config  NodePlanConfig
 }
 
 // podSubnet places ip in one of this node's pod subnets.
@@ -144,6 +148,11 @@ type NodeState struct {
 	// the source is in a SNAT map: the cluster subnets (traffic back into
 	// the cluster).
 	NoSNAT []netip.Prefix
+	// NodeIPs are destinations the SNAT map leaves alone too: every node's
+	// addresses (the node's own NAT, a masquerade in local gateway mode,
+	// gives that traffic the node's address, as ovn-kubernetes' Pod-To-Node
+	// mark asks).
+	NodeIPs []netip.Addr
 }
 
 // Normalize sorts and de-duplicates the state in place and returns it.
@@ -154,6 +163,8 @@ func (s NodeState) Normalize() NodeState {
 	s.SNAT = slices.Compact(s.SNAT)
 	slices.SortFunc(s.NoSNAT, comparePrefix)
 	s.NoSNAT = slices.Compact(s.NoSNAT)
+	slices.SortFunc(s.NodeIPs, netip.Addr.Compare)
+	s.NodeIPs = slices.Compact(s.NodeIPs)
 	return s
 }
 
@@ -342,6 +353,7 @@ func NodePlan(in NodePlanInput) NodePlanOutput {
 		out.Services = append(out.Services, sp)
 	}
 	out.Desired.NoSNAT = append(out.Desired.NoSNAT, in.ClusterSubnets...)
+	out.Desired.NodeIPs = append(out.Desired.NodeIPs, in.NodeIPs...)
 	for i := range out.Desired.NoSNAT {
 		out.Desired.NoSNAT[i] = out.Desired.NoSNAT[i].Masked()
 	}

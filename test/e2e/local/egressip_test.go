@@ -87,7 +87,7 @@ func TestBesideOVNKubernetesEgressIP(t *testing.T) {
 	}
 	c.expectSource(eipPod, 5*time.Second, only([]netip.Addr{eip}))
 	if out, err := c.ovn.Trace("node1", fmt.Sprintf(`inport == "node1_eip" && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == 8.8.8.8 && ip.ttl == 64 && tcp`,
-		testenv.MAC(eipPod.ips[0]), testenv.MAC(c.topo.Node("node1").Subnets[0].Addr().Next()), eipPod.ips[0])); err != nil || !strings.Contains(out, "ct_snat("+eip.String()+")") {
+		testenv.MAC(eipPod.ips[0]), testenv.MAC(c.topo.Node("node1").Subnets[0].Addr().Next()), eipPod.ips[0])); err != nil || !strings.Contains(out, "ct_snat("+eip.String()) {
 		t.Errorf("ovn-trace of the EgressIP pod: want ct_snat(%s) (%v)\n%s", eip, err, out)
 	}
 
