@@ -145,3 +145,80 @@ func TestDistManifestsApply(t *testing.T) {
 		t.Errorf("interconnect DaemonSet args: %s", args)
 	}
 }
+
+// TestClusterRouteHandedOverToEgressIP: in the host's zone ovn-egress adds
+// the cluster src-ip route to the GR. Once ovn-kubernetes' EgressIP is active
+// there (its allow policies, as it writes them) — and so relies on that
+// route, adopting an existing one as its own — ovn-egress hands the route
+// over (its external ids removed, the row kept) instead of deleting it when
+// the EgressService goes, and writes no second one.
+func TestClusterRouteHandedOverToEgressIP(t *testing.T) {
+	topo := testenv.DefaultTopology(3, ipfamily.V4)
+	topo.Interconnect = true
+	z2 := testenv.NewOVN(t)
+	z2.BuildZone(t, topo, "node2")
+	kube.CreateNodes(t, topo)
+	ns := kube.Namespace(t)
+	t.Cleanup(func() {
+		_ = kube.Egress.K8sV1().EgressServices(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	kube.CreateLoadBalancer(t, ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
+	kube.SetHost(t, ns, "web", "node2")
+	kube.SetReport(t, "node2", translate.Report{ns + "/web": kube.ReportFor(t, "node2", ns, "web", topo.ClusterSubnets)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tc := translate.DefaultConfig()
+	tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
+	done := make(chan error, 1)
+	go func() {
+		done <- master.RunZone(ctx, master.ZoneConfig{NB: ovn.ClientConfig{Addresses: []string{z2.NBAddress()}}, Node: "node2",
+			Sync: nbsync.Config{Translate: tc, Zone: "node2"}}, kube.Client, kube.Egress, testLogger(t))
+	}()
+	route := func() (uuid, owner string) {
+		u := strings.TrimSpace(z2.MustNBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Static_Route", "ip_prefix=10.244.0.0/16", "policy=src-ip"))
+		if u == "" || strings.Contains(u, "\n") {
+			return u, ""
+		}
+		return u, z2.MustNBCtl(t, "get", "Logical_Router_Static_Route", u, "external_ids")
+	}
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				u, o := route()
+				t.Fatalf("timed out waiting for %s; cluster route %q %s", what, u, o)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	var owned string
+	wait("ovn-egress's cluster route", func() bool {
+		u, o := route()
+		owned = u
+		return u != "" && strings.Contains(o, "EgressServiceClusterRoute")
+	})
+
+	// ovn-kubernetes' EgressIP turns on in this zone.
+	z2.MustNBCtl(t, "--", "--id=@p", "create", "Logical_Router_Policy", "priority=102", `match="ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16"`,
+		"action=allow", `external_ids:"k8s.ovn.org/owner-controller"="default-network-controller"`, `external_ids:"k8s.ovn.org/owner-type"="EgressIP"`,
+		`external_ids:"k8s.ovn.org/name"="EIP-No-Reroute-Pod-To-Pod"`, "--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p")
+	wait("the route handed over", func() bool { u, o := route(); return u == owned && o == "{}" })
+
+	// The EgressService goes: the handed-over route stays, for EgressIP.
+	if err := kube.Egress.K8sV1().EgressServices(ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	set := translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4")
+	wait("the host's rows gone", func() bool {
+		out, _ := z2.NBCtl("--if-exists", "get", "Address_Set", set, "addresses")
+		return out == ""
+	})
+	if u, o := route(); u != owned || o != "{}" {
+		t.Errorf("the cluster route EgressIP relies on: %q %s; want %s kept, without ovn-egress's ids", u, o, owned)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("zone: %v", err)
+	}
+}
