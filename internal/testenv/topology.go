@@ -335,3 +335,16 @@ func (o *OVN) BuildZone(t testing.TB, topo Topology, local string) {
 		t.Fatalf("build zone %s: %v", local, err)
 	}
 }
+
+// NewZones starts one OVN control plane per node of an interconnect
+// topology, each holding that node's zone (BuildZone), stopped when t ends.
+func NewZones(t testing.TB, topo Topology) map[string]*OVN {
+	t.Helper()
+	zones := map[string]*OVN{}
+	for _, n := range topo.Nodes {
+		o := NewOVN(t)
+		o.BuildZone(t, topo, n.Name)
+		zones[n.Name] = o
+	}
+	return zones
+}

@@ -26,12 +26,7 @@ import (
 func TestInterconnectZones(t *testing.T) {
 	topo := testenv.DefaultTopology(3, ipfamily.V4)
 	topo.Interconnect = true
-	zones := map[string]*testenv.OVN{}
-	for _, n := range topo.Nodes {
-		o := testenv.NewOVN(t)
-		o.BuildZone(t, topo, n.Name)
-		zones[n.Name] = o
-	}
+	zones := testenv.NewZones(t, topo)
 	kube.CreateNodes(t, topo)
 	ns := kube.Namespace(t)
 	t.Cleanup(func() {
