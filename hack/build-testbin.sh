@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the test binaries (kube-apiserver, etcd, kubectl) from the Go module
-# proxy only, pinned by hack/testbin/go.mod + go.sum. Go's build cache makes a
+# Builds the test binaries (kube-apiserver, etcd, kubectl; MetalLB's
+# controller and speaker) from the Go module proxy only, pinned by
+# hack/testbin/go.mod + go.sum and hack/metallb/go.mod + go.sum. Go's build cache makes a
 # re-run cheap (seconds), so it always runs `go build` and lets Go decide
 # staleness. A cold build takes about 5-6 minutes once per machine.
 set -euo pipefail
@@ -18,3 +19,9 @@ go build -ldflags "$LDF" -o "$OUT/" \
 if [[ -f $OUT/server ]]; then mv -f "$OUT/server" "$OUT/etcd"; fi
 "$OUT/etcd" --version | sed -n 1p
 "$OUT/kubectl" version --client | sed -n 1p
+# MetalLB's controller and speaker (the e2e's load-balancer announcer),
+# pinned by hack/metallb/go.mod + go.sum (about 70 s cold).
+cd "$ROOT/hack/metallb"
+go build -o "$OUT/metallb-controller" go.universe.tf/metallb/controller
+go build -o "$OUT/metallb-speaker" go.universe.tf/metallb/speaker
+echo "metallb $(go list -m -f '{{.Version}}' go.universe.tf/metallb)"

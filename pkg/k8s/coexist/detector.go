@@ -90,9 +90,14 @@ func (d *Detector) Conflict() Conflict {
 // controllers' own small interface). It evaluates first when anything
 // changed since the last evaluation.
 func (d *Detector) Blocked() (string, bool) {
+	// Under evalMu: an evaluation in progress (Run's) has cleared dirty
+	// but not yet published its verdict; waiting for it is what makes the
+	// verdict never older than what the caller has read.
+	d.evalMu.Lock()
 	if d.dirty.Load() {
-		d.evaluate(context.Background())
+		d.evaluateLocked(context.Background())
 	}
+	d.evalMu.Unlock()
 	c := d.Conflict()
 	return c.String(), c.Active()
 }
@@ -176,6 +181,11 @@ func (d *Detector) Evaluate(ctx context.Context) Conflict {
 func (d *Detector) evaluate(ctx context.Context) {
 	d.evalMu.Lock()
 	defer d.evalMu.Unlock()
+	d.evaluateLocked(ctx)
+}
+
+// evaluateLocked computes the conflict; evalMu is held.
+func (d *Detector) evaluateLocked(ctx context.Context) {
 	d.dirty.Store(false)
 	var c Conflict
 	names := map[string]bool{}

@@ -2,7 +2,9 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,6 +91,10 @@ func TestLocalGatewayNetworkMode(t *testing.T) {
 	c.service("web", 0, p1, p3)
 	c.egressService("web", egressv1.EgressServiceSpec{SourceIPBy: egressv1.Network, Network: "100"})
 	c.host("web", func(h string) bool { return h == egressv1.HostAll })
+	// Without the rule the pods leave with their node's address too: wait
+	// for it, so that the blackhole below tests it.
+	c.ruleFor("node1", p1, 100)
+	c.ruleFor("node3", p3, 100)
 	c.expectSource(p1, 15*time.Second, c.nodeAddr("node1"))
 	c.expectSource(p3, 15*time.Second, c.nodeAddr("node3"))
 	c.blackhole100("node1", true)
@@ -101,9 +107,26 @@ func TestLocalGatewayNetworkMode(t *testing.T) {
 	lb := c.service("api", 1, q)
 	c.egressService("api", egressv1.EgressServiceSpec{Network: "100"})
 	host := c.host("api", anyHost)
+	c.ruleFor(host, q, 100)
 	c.expectSource(q, 15*time.Second, only(lb))
 	c.blackhole100(host, true)
 	c.expectBlocked(q, 2*time.Second)
 	c.blackhole100(host, false)
 	c.expectSource(q, 15*time.Second, only(lb))
+}
+
+// ruleFor waits until node's agent has the ip rule of pod p into table.
+func (c *cluster) ruleFor(node string, p *pod, table int) {
+	c.t.Helper()
+	for _, ip := range p.ips {
+		want := fmt.Sprintf("from %s lookup %d", ip, table)
+		flag := "-4"
+		if ip.Is6() {
+			flag = "-6"
+		}
+		c.eventually(want+" on "+node, 15*time.Second, func() bool {
+			out, _ := c.dp.Hosts[node].Run("ip", flag, "rule", "show")
+			return strings.Contains(out, want)
+		})
+	}
 }
