@@ -415,10 +415,27 @@ func (c *cluster) viaHost(p *pod, node string) {
 		}
 		return
 	}
+	// NB already says node; the flows follow when ovn-controller has
+	// caught up, and a connection made before that still went the old
+	// way with the same LB source. So the pod keeps asking until node
+	// tracks one of its connections.
+	deadline := time.Now().Add(15 * time.Second)
 	for _, ip := range p.ips {
-		out, _ := c.dp.Hosts[node].Run("conntrack", "-L", "-s", ip.String())
-		if !strings.Contains(out, "src="+ip.String()) {
-			c.t.Fatalf("no connection of pod %s (%s) tracked on %s: %s", p.name, ip, node, out)
+		for {
+			out, _ := c.dp.Hosts[node].Run("conntrack", "-L", "-s", ip.String())
+			if strings.Contains(out, "src="+ip.String()) {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.dumpLogs()
+				c.t.Fatalf("no connection of pod %s (%s) tracked on %s: %s", p.name, ip, node, out)
+			}
+			for _, ext := range c.dp.ExtIPs() {
+				if ipfamily.Of(ext) == ipfamily.Of(ip) {
+					_, _ = testenv.Ask(p.ns, "tcp", netip.AddrPortFrom(ext, echoPort), 300*time.Millisecond)
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }
