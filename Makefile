@@ -24,7 +24,7 @@ help: ## list the targets
 build: ## build bin/ovn-egress
 	go build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/ovn-egress ./cmd/ovn-egress
 
-testbin: ## build kube-apiserver, etcd and kubectl into bin/testbin (cold: ~5 min once)
+testbin: ## build kube-apiserver, etcd, kubectl and MetalLB (controller, speaker, CRDs) into bin/testbin (cold: ~6 min once)
 	./hack/build-testbin.sh
 
 test: testbin build ## run every test against real OVN, kube-apiserver and network namespaces

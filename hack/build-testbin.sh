@@ -24,4 +24,8 @@ if [[ -f $OUT/server ]]; then mv -f "$OUT/server" "$OUT/etcd"; fi
 cd "$ROOT/hack/metallb"
 go build -o "$OUT/metallb-controller" go.universe.tf/metallb/controller
 go build -o "$OUT/metallb-speaker" go.universe.tf/metallb/speaker
+rm -rf "$OUT/metallb-crds"
+mkdir -p "$OUT/metallb-crds"
+cp "$(go list -m -f '{{.Dir}}' go.universe.tf/metallb)"/config/crd/bases/*.yaml "$OUT/metallb-crds/"
+chmod u+w "$OUT"/metallb-crds/*.yaml
 echo "metallb $(go list -m -f '{{.Version}}' go.universe.tf/metallb)"

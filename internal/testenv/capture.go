@@ -15,12 +15,25 @@ import (
 // device inside a namespace (an AF_PACKET socket, like tcpdump): unlike an
 // echo server it also sees packets nobody answers, such as a TCP SYN from a
 // pod address that leaked out un-SNATed.
+//
+// It also records every address announcement it sees — ARP replies and
+// gratuitous ARPs, IPv6 neighbour advertisements — with the MAC that made
+// it, so a test can tell which node answers for a load-balancer IP.
 type Capture struct {
-	mu    sync.Mutex
-	srcs  map[netip.Addr]int
-	first map[netip.Addr]Packet
-	stop  atomic.Bool
-	done  chan struct{}
+	mu     sync.Mutex
+	srcs   map[netip.Addr]int
+	first  map[netip.Addr]Packet
+	claims []Announcement
+	stop   atomic.Bool
+	done   chan struct{}
+}
+
+// Announcement is one ARP reply, gratuitous ARP or neighbour advertisement:
+// MAC claims IP.
+type Announcement struct {
+	At  time.Time
+	IP  netip.Addr
+	MAC string
 }
 
 // StartCapture starts recording on dev inside ns until t ends.
@@ -65,6 +78,12 @@ func (c *Capture) loop(fd int) {
 		if ll, ok := from.(*syscall.SockaddrLinklayer); ok && ll.Pkttype == syscall.PACKET_OUTGOING {
 			continue // our own replies
 		}
+		if a, ok := announcement(buf[:n]); ok {
+			c.mu.Lock()
+			c.claims = append(c.claims, a)
+			c.mu.Unlock()
+			continue
+		}
 		var src, dst netip.Addr
 		proto := byte(0)
 		switch binary.BigEndian.Uint16(buf[12:14]) {
@@ -86,6 +105,42 @@ func (c *Capture) loop(fd int) {
 			c.mu.Unlock()
 		}
 	}
+}
+
+// announcement parses an Ethernet frame as an ARP reply or gratuitous ARP
+// (the sender claims its IP) or an ICMPv6 neighbour advertisement (the
+// frame's source claims the target address).
+func announcement(f []byte) (Announcement, bool) {
+	mac := func(b []byte) string { return net.HardwareAddr(b).String() }
+	switch binary.BigEndian.Uint16(f[12:14]) {
+	case 0x0806: // ARP for IPv4 over Ethernet
+		if len(f) < 14+28 || binary.BigEndian.Uint16(f[14:16]) != 1 || binary.BigEndian.Uint16(f[16:18]) != 0x0800 {
+			return Announcement{}, false
+		}
+		op := binary.BigEndian.Uint16(f[20:22])
+		sender, target := netip.AddrFrom4([4]byte(f[28:32])), netip.AddrFrom4([4]byte(f[38:42]))
+		if op == 2 || (op == 1 && sender == target) {
+			return Announcement{At: time.Now(), IP: sender, MAC: mac(f[22:28])}, true
+		}
+	case 0x86dd: // ICMPv6 (next header 58), type 136
+		if len(f) >= 14+40+24 && f[20] == 58 && f[54] == 136 {
+			return Announcement{At: time.Now(), IP: netip.AddrFrom16([16]byte(f[62:78])), MAC: mac(f[6:12])}, true
+		}
+	}
+	return Announcement{}, false
+}
+
+// Announcements returns the announcements of ip seen at or after since.
+func (c *Capture) Announcements(ip netip.Addr, since time.Time) []Announcement {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Announcement
+	for _, a := range c.claims {
+		if a.IP == ip && !a.At.Before(since) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Sources returns every source address seen so far, with packet counts.

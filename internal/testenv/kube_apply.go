@@ -46,8 +46,30 @@ func (k *Kube) Apply(ctx context.Context, paths ...string) error {
 		return 2
 	}
 	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int { return rank(a) - rank(b) })
+	// CRDs are waited for together, before the first object after them:
+	// each wait includes the apiserver's 2 s after Established, which
+	// then passes once for all of them rather than once per CRD.
+	var crds []string
 	for _, u := range objs {
+		if len(crds) > 0 && !isCRD(u.GroupVersionKind().GroupKind()) {
+			if err := k.waitCRDs(ctx, crds); err != nil {
+				return err
+			}
+			crds = nil
+		}
 		if err := k.applyOne(ctx, u); err != nil {
+			return err
+		}
+		if isCRD(u.GroupVersionKind().GroupKind()) {
+			crds = append(crds, u.GetName())
+		}
+	}
+	return k.waitCRDs(ctx, crds)
+}
+
+func (k *Kube) waitCRDs(ctx context.Context, names []string) error {
+	for _, n := range names {
+		if err := k.waitCRD(ctx, n); err != nil {
 			return err
 		}
 	}
@@ -80,9 +102,6 @@ func (k *Kube) applyOne(ctx context.Context, u *unstructured.Unstructured) error
 	}
 	if _, err := ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: fieldOwner, Force: true}); err != nil {
 		return fmt.Errorf("apply %s: %w", what, err)
-	}
-	if isCRD(gvk.GroupKind()) {
-		return k.waitCRD(ctx, u.GetName())
 	}
 	return nil
 }

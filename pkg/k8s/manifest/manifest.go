@@ -18,9 +18,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -130,8 +132,17 @@ func decodeDoc(decoder runtime.Decoder, doc []byte, res *Result, file string, do
 	line := docLine + leadingBlankLines(doc)
 	obj, gvk, err := decoder.Decode(doc, nil, nil)
 	if err != nil {
-		if runtime.IsNotRegisteredError(err) && gvk != nil {
-			res.Skipped = append(res.Skipped, fmt.Sprintf("%s:%d: %s", file, line, gvk.Kind))
+		if runtime.IsNotRegisteredError(err) {
+			// Another API's object (MetalLB's pools, for one): not ours to read.
+			kind := ""
+			if gvk != nil {
+				kind = gvk.Kind
+			} else {
+				var tm metav1.TypeMeta
+				_ = yaml.Unmarshal(doc, &tm)
+				kind = tm.Kind
+			}
+			res.Skipped = append(res.Skipped, fmt.Sprintf("%s:%d: %s", file, line, kind))
 			return nil
 		}
 		if n := yamlLine(err); n > 0 {

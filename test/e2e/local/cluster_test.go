@@ -3,8 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -71,6 +69,8 @@ type options struct {
 	// (default) or "local" (pod egress through the management port, the
 	// host masquerades it).
 	gatewayMode string
+	// masterArgs are extra flags of the master.
+	masterArgs []string
 }
 
 // cluster is a 3-node OVN cluster forwarding real packets, with the
@@ -96,9 +96,11 @@ type cluster struct {
 	capture *testenv.Capture
 	pods    map[string]*pod
 
-	mu        sync.Mutex
-	announced map[netip.Addr]string     // LB IP -> node holding it
-	dnat      map[netip.Addr]netip.Addr // LB IP -> backend it is load-balanced to
+	metallb *testenv.MetalLB
+
+	mu       sync.Mutex
+	balanced map[netip.Addr]string     // LB IP -> node its ingress is balanced on
+	dnat     map[netip.Addr]netip.Addr // LB IP -> backend it is load-balanced to
 }
 
 type pod struct {
@@ -130,7 +132,7 @@ func newCluster(t *testing.T, o options) *cluster {
 		topo.Nodes[i].GatewayMode = o.gatewayMode
 	}
 	c := &cluster{t: t, opts: o, ovn: ovn, topo: topo, dir: t.TempDir(), agents: map[string]*testenv.Process{},
-		pods: map[string]*pod{}, announced: map[netip.Addr]string{}, dnat: map[netip.Addr]netip.Addr{}}
+		pods: map[string]*pod{}, balanced: map[netip.Addr]string{}, dnat: map[netip.Addr]netip.Addr{}}
 	c.dp = testenv.NewDataplane(t, ovn, topo)
 	c.topo = c.dp.Topo
 	kube.CreateNodes(t, c.topo)
@@ -153,9 +155,12 @@ func newCluster(t *testing.T, o options) *cluster {
 	for _, n := range c.topo.Nodes {
 		c.startAgent(n.Name)
 	}
+	started := time.Now()
+	c.metallb = testenv.StartMetalLB(t, kube, c.dp)
+	t.Logf("MetalLB started in %s", time.Since(started).Round(time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go c.playMetalLB(ctx)
+	go c.balanceIngress(ctx)
 	t.Cleanup(c.assertNoLeak)
 	return c
 }
@@ -204,34 +209,7 @@ func (c *cluster) startMasterPod() {
 		ips = append(ips, n.PodIP(f, 200))
 	}
 	c.mpod = c.dp.AddPod(t, n.Name, "ovn-egress-master", ips...)
-	api := strings.TrimPrefix(kube.Config.Host, "https://")
-	var l net.Listener
-	if err := c.mpod.Do(func() error {
-		var err error
-		l, err = net.Listen("tcp", api)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer in.Close()
-				out, err := net.Dial("tcp", api)
-				if err != nil {
-					return
-				}
-				defer out.Close()
-				go io.Copy(out, in)
-				io.Copy(in, out)
-			}()
-		}
-	}()
+	kube.ForwardInto(t, c.mpod)
 }
 
 // startMaster starts one master replica in the master pod.
@@ -241,6 +219,7 @@ func (c *cluster) startMaster() *testenv.Process {
 		"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms", "--nat-batch-window=100ms",
 		"--lease-identity=" + masterIdentity(len(c.masters)), "--log-level=debug"}
 	args = append(args, c.subnetFlags()...)
+	args = append(args, c.opts.masterArgs...)
 	p := testenv.StartProcess(c.t, c.dir, fmt.Sprintf("master-%d", len(c.masters)), nil, "ip", args...)
 	c.masters = append(c.masters, p)
 	return p
@@ -283,8 +262,10 @@ func (c *cluster) addPodNoNB(name, node string, k int) *pod {
 	return p
 }
 
-// service creates a LoadBalancer Service backed by pods, with ingress IPs
-// .100+k of the external network in each family.
+// service creates a LoadBalancer Service backed by pods, asking MetalLB for
+// the ingress IPs .100+k of the external network in each family (with the
+// pool and advertisement of examples/metallb.yaml), and waits until
+// MetalLB's controller has assigned them.
 func (c *cluster) service(name string, k int, pods ...*pod) []netip.Addr {
 	var ingress []netip.Addr
 	for _, f := range c.opts.families {
@@ -303,7 +284,41 @@ func (c *cluster) service(name string, k int, pods ...*pod) []netip.Addr {
 			eps = append(eps, ip.String()+"@"+p.node)
 		}
 	}
-	kube.CreateLoadBalancer(c.t, c.ns, name, ing, eps...)
+	c.applyMetalLB(name, ingress)
+	svc := testenv.LoadBalancerService(c.ns, name)
+	svc.Annotations = map[string]string{"metallb.io/loadBalancerIPs": strings.Join(ing, ",")}
+	if len(ingress) > 1 {
+		policy := corev1.IPFamilyPolicyRequireDualStack
+		svc.Spec.IPFamilyPolicy = &policy
+		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	}
+	if _, err := kube.Client.CoreV1().Services(c.ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		c.t.Fatalf("service %s: %v", name, err)
+	}
+	// The API server outlives the test: a Service left behind would keep
+	// its addresses in MetalLB's eyes for the next test. Runs before the
+	// pool's removal (cleanups run last-registered first).
+	c.t.Cleanup(func() {
+		_ = kube.Client.CoreV1().Services(c.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	kube.SetEndpoints(c.t, c.ns, name, eps...)
+	asked := time.Now()
+	defer func() {
+		c.t.Logf("MetalLB assigned %s to %s after %s", strings.Join(ing, ", "), name, time.Since(asked).Round(time.Millisecond))
+	}()
+	c.eventually("MetalLB to assign "+strings.Join(ing, ", ")+" to "+name, 20*time.Second, func() bool {
+		got, err := kube.Client.CoreV1().Services(c.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		var have []string
+		for _, in := range got.Status.LoadBalancer.Ingress {
+			have = append(have, in.IP)
+		}
+		slices.Sort(have)
+		want := slices.Sorted(slices.Values(ing))
+		return slices.Equal(have, want)
+	})
 	return ingress
 }
 
@@ -348,6 +363,9 @@ func (c *cluster) dumpLogs() {
 	}
 	for n, a := range c.agents {
 		c.t.Logf("agent %s log:\n%s", n, a.Log(20))
+	}
+	if c.metallb != nil {
+		c.t.Logf("MetalLB:\n%s", c.metallb.Logs(30))
 	}
 	if out, err := c.ovn.NBCtl("lr-policy-list", "ovn_cluster_router"); err == nil {
 		c.t.Logf("policies:\n%s", out)

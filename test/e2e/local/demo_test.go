@@ -44,7 +44,7 @@ func TestDemo(t *testing.T) {
 	p1, p3 := c.addPod("web-1", "node1", 5), c.addPod("web-3", "node3", 5)
 	lb := c.service("web", 0, p1, p3)
 	ext := netip.AddrPortFrom(c.dp.ExtIPs()[0], echoPort)
-	say("Service shop/web (LoadBalancer, ingress %s) has pods 10.244.1.5 on node1 and 10.244.3.5 on node3", lb[0])
+	say("Service shop/web (LoadBalancer) got %s from MetalLB's pool (examples/metallb.yaml); pods 10.244.1.5 on node1 and 10.244.3.5 on node3", lb[0])
 	for _, p := range []*pod{p1, p3} {
 		got, _, err := testenv.AskUntil(p.ns, "tcp", ext, 10*time.Second)
 		say("before: pod %s on %s → %s: the outside sees %s (its node's address) %v", p.ips[0], p.node, ext, got, errString(err))
@@ -59,11 +59,15 @@ func TestDemo(t *testing.T) {
 		got, took, err := testenv.AskUntil(p.ns, "tcp", ext, 20*time.Second, lb...)
 		say("after: pod %s on %s → %s: the outside sees %s (after %s) %v", p.ips[0], p.node, ext, got, took.Round(time.Millisecond), errString(err))
 	}
+	say("host %s; MetalLB announces %s from: %s (the outside world's neighbour entry is %s)", host, lb[0], c.announcingNode(lb[0]), c.extNeighbour(lb[0]))
 
 	out, _ := kube.Kubectl("get", "egressservices", "-A", "-o", "wide")
 	show("kubectl get egressservices -A -o wide", out)
 	out, _ = kube.Kubectl("get", "nodes", "-L", "egress", "--show-labels=false")
 	show("kubectl get nodes -L egress", out)
+	out, _ = kube.Kubectl("get", "servicel2statuses", "-n", testenv.MetalLBNamespace,
+		"-o", "custom-columns=NAMESPACE:.status.serviceNamespace,SERVICE:.status.serviceName,ANNOUNCED FROM:.status.node")
+	show("kubectl get servicel2statuses -n "+testenv.MetalLBNamespace+"   (MetalLB: who announces)", out)
 	out, _ = c.ovn.NBCtl("lr-policy-list", "ovn_cluster_router")
 	show("ovn-nbctl lr-policy-list ovn_cluster_router", out)
 	out, _ = c.ovn.NBCtl("--columns=name,addresses,external_ids", "find", "Address_Set", "external_ids:k8s.ovn.org/owner-controller=ovn-egress")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,14 +16,68 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// The harness's stand-in for MetalLB (layer-2 announcement of a Service's
-// ingress IPs from the node carrying its egress label) and for the
-// Service's load balancing on that node.
+// MetalLB itself (its real controller and speakers, testenv.MetalLB)
+// assigns each Service's load-balancer IP from an IPAddressPool and
+// announces it, from the node carrying the Service's egress label, through
+// an L2Advertisement: the configuration of examples/metallb.yaml. What the
+// harness still does is the Service's load balancing (kube-proxy's or
+// OVN's job in a real cluster): on the labelled node, TCP to the LB IP is
+// DNATed to an endpoint, so that ingress and its replies can be checked.
 
-// playMetalLB keeps each egress Service's ingress IPs on exactly the node
-// labelled egress-service.k8s.ovn.org/<ns>-<name> (host backend; with the
-// ovn backend the GR answers for the address itself).
-func (c *cluster) playMetalLB(ctx context.Context) {
+// metalLBConfig renders examples/metallb.yaml for Service name of the
+// test's namespace with the given ingress IPs: the documented manifests,
+// with the example's names and address replaced. The pool serves only the
+// test's namespace (earlier tests' Services asked for the same addresses).
+// With the gateway backend the L2Advertisement is left out: the host's
+// gateway router answers for the address itself (nat-addresses=router) —
+// in ovn-kubernetes the node and its GR share breth0's MAC, in this
+// dataplane they do not, and two answering MACs would split the traffic.
+func (c *cluster) metalLBConfig(name string, ingress []netip.Addr) string {
+	c.t.Helper()
+	b, err := os.ReadFile("../../../examples/metallb.yaml")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var addrs []string
+	for _, ip := range ingress {
+		addrs = append(addrs, netip.PrefixFrom(ip, ip.BitLen()).String())
+	}
+	docs := strings.Split(string(b), "\n---\n")
+	if c.opts.backend == "ovn" {
+		docs = docs[:1]
+	}
+	out := strings.Join(docs, "\n---\n")
+	label := translate.NodeLabel(c.ns, name)
+	out = strings.NewReplacer(
+		"egress-service.k8s.ovn.org/shop-web", label,
+		"egress-shop-web", "egress-"+c.ns+"-"+name,
+		"  - 172.18.0.100/32\n", "  - "+strings.Join(addrs, "\n  - ")+"\n",
+		"  autoAssign: false\n", "  autoAssign: false\n  serviceAllocation:\n    namespaces: [\""+c.ns+"\"]\n",
+	).Replace(out)
+	return out
+}
+
+// applyMetalLB applies a Service's MetalLB configuration and removes it
+// when the test ends.
+func (c *cluster) applyMetalLB(name string, ingress []netip.Addr) {
+	c.t.Helper()
+	f := filepath.Join(c.dir, "metallb-"+name+".yaml")
+	if err := os.WriteFile(f, []byte(c.metalLBConfig(name, ingress)), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := kube.Apply(context.Background(), f); err != nil {
+		c.t.Fatalf("MetalLB configuration of %s: %v", name, err)
+	}
+	c.t.Cleanup(func() {
+		_, _ = kube.Kubectl("delete", "--ignore-not-found", "-f", f)
+	})
+}
+
+// balanceIngress keeps the DNAT of each egress Service's ingress IPs on
+// exactly the node labelled egress-service.k8s.ovn.org/<ns>-<name>, where
+// MetalLB announces them (host backend; on the gateway path the GR owns
+// the address).
+func (c *cluster) balanceIngress(ctx context.Context) {
 	for ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
 		if c.opts.backend != "host" {
@@ -55,21 +111,18 @@ func (c *cluster) playMetalLB(ctx context.Context) {
 			}
 		}
 		c.mu.Lock()
-		for ip, node := range c.announced {
+		changed := map[string]bool{}
+		for ip, node := range c.balanced {
 			if want[ip] != node {
-				c.dp.Withdraw(c.t, node, ip)
-				delete(c.announced, ip)
+				changed[node] = true
+				delete(c.balanced, ip)
 			}
 		}
-		changed := map[string]bool{}
 		for ip, node := range want {
-			if c.announced[ip] != node || c.dnat[ip] != backend[ip] {
+			if c.balanced[ip] != node || c.dnat[ip] != backend[ip] {
 				changed[node] = true
 			}
-			if c.announced[ip] != node {
-				c.dp.Announce(c.t, node, ip)
-				c.announced[ip] = node
-			}
+			c.balanced[ip] = node
 			c.dnat[ip] = backend[ip]
 		}
 		for node := range changed {
@@ -103,7 +156,7 @@ func (c *cluster) firstEndpoint(ctx context.Context, svc string, f ipfamily.Fami
 // LB IP, and the backend's replies must come back through the same host.
 func (c *cluster) loadBalance(node string) {
 	var rules []string
-	for ip, n := range c.announced {
+	for ip, n := range c.balanced {
 		be := c.dnat[ip]
 		if n != node || !be.IsValid() {
 			continue
