@@ -70,9 +70,17 @@ func (c *cluster) egressIPRows(p *pod, egressNode string, eip netip.Addr) {
 // one cluster, with packets: the EgressIP pod leaves with its egress IP, the
 // EgressService pods with the LB IP, both reach node addresses with their
 // node's address, and deleting the EgressService leaves the EgressIP
-// working. ovn-trace agrees with the packets.
+// working. ovn-trace agrees with the packets. Both gateway modes (the
+// EgressIP rows are the same in both: reroute to the egress node's GR,
+// SNAT there).
 func TestBesideOVNKubernetesEgressIP(t *testing.T) {
-	c := newCluster(t, options{})
+	for _, mode := range []string{"shared", "local"} {
+		t.Run(mode, func(t *testing.T) { testBesideOVNKubernetesEgressIP(t, mode) })
+	}
+}
+
+func testBesideOVNKubernetesEgressIP(t *testing.T, mode string) {
+	c := newCluster(t, options{gatewayMode: mode})
 	eipPod := c.addPod("eip", "node1", 7)
 	eip := netip.MustParseAddr("172.18.0.200")
 	c.egressIPRows(eipPod, "node3", eip)

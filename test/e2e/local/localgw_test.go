@@ -86,7 +86,7 @@ func TestLocalGatewayMode(t *testing.T) {
 // through the host's table, still with the LB IP.
 func TestLocalGatewayNetworkMode(t *testing.T) {
 	c := newCluster(t, options{gatewayMode: "local"})
-	c.table100()
+	c.table(100)
 	p1, p3 := c.addPod("p1", "node1", 5), c.addPod("p3", "node3", 5)
 	c.service("web", 0, p1, p3)
 	c.egressService("web", egressv1.EgressServiceSpec{SourceIPBy: egressv1.Network, Network: "100"})
@@ -97,10 +97,10 @@ func TestLocalGatewayNetworkMode(t *testing.T) {
 	c.ruleFor("node3", p3, 100)
 	c.expectSource(p1, 15*time.Second, c.nodeAddr("node1"))
 	c.expectSource(p3, 15*time.Second, c.nodeAddr("node3"))
-	c.blackhole100("node1", true)
+	c.blackhole("node1", 100, true)
 	c.expectBlocked(p1, 2*time.Second)
 	c.expectSource(p3, 5*time.Second, c.nodeAddr("node3"))
-	c.blackhole100("node1", false)
+	c.blackhole("node1", 100, false)
 	c.expectSource(p1, 15*time.Second, c.nodeAddr("node1"))
 
 	q := c.addPod("q1", "node1", 6)
@@ -109,9 +109,9 @@ func TestLocalGatewayNetworkMode(t *testing.T) {
 	host := c.host("api", anyHost)
 	c.ruleFor(host, q, 100)
 	c.expectSource(q, 15*time.Second, only(lb))
-	c.blackhole100(host, true)
+	c.blackhole(host, 100, true)
 	c.expectBlocked(q, 2*time.Second)
-	c.blackhole100(host, false)
+	c.blackhole(host, 100, false)
 	c.expectSource(q, 15*time.Second, only(lb))
 }
 

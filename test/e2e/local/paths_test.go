@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,26 +17,24 @@ import (
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 )
 
-// table100 gives every host a routing table 100 whose default route leads
-// out of eth0 to the outside world, as an operator's network would.
-func (c *cluster) table100() {
+// table gives every host a routing table whose default route leads out of
+// eth0 to the outside world, as an operator's network would.
+func (c *cluster) table(table int) {
 	for _, n := range c.topo.Nodes {
-		h := c.dp.Hosts[n.Name]
-		for i, gw := range c.topo.ExternalGateways {
-			h.MustRun(c.t, "ip", routeFlag(c.topo.Families[i]), "route", "replace", "default", "via", gw.String(), "dev", "eth0", "table", "100")
-		}
+		c.blackhole(n.Name, table, false)
 	}
 }
 
-// blackhole100 replaces (or restores) the default route of table 100 on node.
-func (c *cluster) blackhole100(node string, on bool) {
+// blackhole replaces (or restores) the default route of table on node.
+func (c *cluster) blackhole(node string, table int, on bool) {
 	h := c.dp.Hosts[node]
+	t := strconv.Itoa(table)
 	for i, gw := range c.topo.ExternalGateways {
 		f := routeFlag(c.topo.Families[i])
 		if on {
-			h.MustRun(c.t, "ip", f, "route", "replace", "blackhole", "default", "table", "100")
+			h.MustRun(c.t, "ip", f, "route", "replace", "blackhole", "default", "table", t)
 		} else {
-			h.MustRun(c.t, "ip", f, "route", "replace", "default", "via", gw.String(), "dev", "eth0", "table", "100")
+			h.MustRun(c.t, "ip", f, "route", "replace", "default", "via", gw.String(), "dev", "eth0", "table", t)
 		}
 	}
 }
@@ -62,7 +61,7 @@ func (c *cluster) expectBlocked(p *pod, d time.Duration) {
 // it, removing it restores it), still SNATed to the LB IP.
 func TestNetworkTable(t *testing.T) {
 	c := newCluster(t, options{})
-	c.table100()
+	c.table(100)
 	p1 := c.addPod("p1", "node1", 5)
 	lb := c.service("web", 0, p1)
 	c.egressService("web", egressv1.EgressServiceSpec{Network: "100"})
@@ -72,9 +71,9 @@ func TestNetworkTable(t *testing.T) {
 	if !strings.Contains(rules, "5000:") || !strings.Contains(rules, "from 10.244.1.5 lookup 100") {
 		t.Fatalf("ip rules on %s:\n%s", host, rules)
 	}
-	c.blackhole100(host, true)
+	c.blackhole(host, 100, true)
 	c.expectBlocked(p1, 2*time.Second)
-	c.blackhole100(host, false)
+	c.blackhole(host, 100, false)
 	c.expectSource(p1, 15*time.Second, only(lb))
 }
 
@@ -83,7 +82,7 @@ func TestNetworkTable(t *testing.T) {
 // the node's masquerade gives it (ovn-kubernetes' rule, emulated here).
 func TestNetworkMode(t *testing.T) {
 	c := newCluster(t, options{})
-	c.table100()
+	c.table(100)
 	for _, n := range c.topo.Nodes {
 		// ovn-kubernetes' local-gateway masquerade of pod traffic leaving the node.
 		nft := fmt.Sprintf("table ip ovnk-emul {\n chain post {\n  type nat hook postrouting priority srcnat; policy accept;\n  ip saddr %s oifname \"eth0\" masquerade\n }\n}\n", c.topo.ClusterSubnets[0])
@@ -95,31 +94,74 @@ func TestNetworkMode(t *testing.T) {
 	c.host("web", func(h string) bool { return h == egressv1.HostAll })
 	c.expectSource(p1, 15*time.Second, func(ipfamily.Family) []netip.Addr { return hostIPs(c, "node1") })
 	c.expectSource(p3, 15*time.Second, func(ipfamily.Family) []netip.Addr { return hostIPs(c, "node3") })
-	c.blackhole100("node1", true)
+	c.blackhole("node1", 100, true)
 	c.expectBlocked(p1, 2*time.Second)
 	c.expectSource(p3, 5*time.Second, func(ipfamily.Family) []netip.Addr { return hostIPs(c, "node3") })
-	c.blackhole100("node1", false)
+	c.blackhole("node1", 100, false)
 	c.expectSource(p1, 15*time.Second, func(ipfamily.Family) []netip.Addr { return hostIPs(c, "node1") })
 }
 
-// TestExternalTrafficPolicyLocal: only a node with a local endpoint is chosen.
+// TestExternalTrafficPolicyLocal: only a node with a local endpoint is
+// chosen; the endpoint leaves with the LB IP, and ingress through the LB IP
+// reaches it with the client's address kept. Both gateway modes.
 func TestExternalTrafficPolicyLocal(t *testing.T) {
-	c := newCluster(t, options{})
-	p3 := c.addPod("p3", "node3", 5)
-	c.service("web", 0, p3)
-	svc, err := kube.Client.CoreV1().Services(c.ns).Get(context.Background(), "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	for _, mode := range []string{"shared", "local"} {
+		t.Run(mode, func(t *testing.T) {
+			c := newCluster(t, options{gatewayMode: mode})
+			p3 := c.addPod("p3", "node3", 5)
+			lb := c.service("web", 0, p3)
+			svc, err := kube.Client.CoreV1().Services(c.ns).Get(context.Background(), "web", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+			if _, err := kube.Client.CoreV1().Services(c.ns).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			c.egressService("web", egressv1.EgressServiceSpec{})
+			if h := c.host("web", anyHost); h != "node3" {
+				t.Fatalf("host %s, want node3 (the only node with an endpoint)", h)
+			}
+			c.expectSource(p3, 15*time.Second, only(lb))
+			c.expectAnnouncedBy(lb, "node3")
+			c.expectIngress(lb, 10*time.Second)
+		})
 	}
-	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-	if _, err := kube.Client.CoreV1().Services(c.ns).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+}
+
+// TestTwoNetworks: two EgressServices, each with its own spec.network,
+// leave through their own tables and only those: a blackhole in one
+// network's table stops that service's pods and not the other's. Both
+// gateway modes.
+func TestTwoNetworks(t *testing.T) {
+	for _, mode := range []string{"shared", "local"} {
+		t.Run(mode, func(t *testing.T) {
+			c := newCluster(t, options{gatewayMode: mode})
+			c.table(100)
+			c.table(101)
+			p, q := c.addPod("p1", "node1", 5), c.addPod("q1", "node1", 6)
+			web, api := c.service("web", 0, p), c.service("api", 1, q)
+			c.egressService("web", egressv1.EgressServiceSpec{Network: "100"})
+			c.egressService("api", egressv1.EgressServiceSpec{Network: "101"})
+			webHost, apiHost := c.host("web", anyHost), c.host("api", anyHost)
+			c.ruleFor(webHost, p, 100)
+			c.ruleFor(apiHost, q, 101)
+			c.expectSource(p, 15*time.Second, only(web))
+			c.expectSource(q, 15*time.Second, only(api))
+			for _, tc := range []struct {
+				host, other string
+				table       int
+				stop, keep  *pod
+				keepSource  []netip.Addr
+			}{{webHost, apiHost, 100, p, q, api}, {apiHost, webHost, 101, q, p, web}} {
+				c.blackhole(tc.host, tc.table, true)
+				c.expectBlocked(tc.stop, 2*time.Second)
+				c.expectSource(tc.keep, 5*time.Second, only(tc.keepSource))
+				c.blackhole(tc.host, tc.table, false)
+				c.expectSource(tc.stop, 15*time.Second, only(map[*pod][]netip.Addr{p: web, q: api}[tc.stop]))
+			}
+		})
 	}
-	c.egressService("web", egressv1.EgressServiceSpec{})
-	if h := c.host("web", anyHost); h != "node3" {
-		t.Fatalf("host %s, want node3 (the only node with an endpoint)", h)
-	}
-	c.expectSource(p3, 15*time.Second, only([]netip.Addr{netip.MustParseAddr("172.18.0.100")}))
 }
 
 // TestUnassignedTrafficDropped: with --unassigned-traffic=drop, the pods of
