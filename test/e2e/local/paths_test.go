@@ -119,9 +119,10 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.egressService("web", egressv1.EgressServiceSpec{})
-			if h := c.host("web", anyHost); h != "node3" {
-				t.Fatalf("host %s, want node3 (the only node with an endpoint)", h)
-			}
+			// The master may see the EgressService before the policy
+			// change and choose by the old Service for a moment; what
+			// counts is where it settles.
+			c.host("web", func(h string) bool { return h == "node3" })
 			c.expectSource(p3, 15*time.Second, only(lb))
 			c.expectAnnouncedBy(lb, "node3")
 			c.expectIngress(lb, 10*time.Second)
