@@ -8,6 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ovn-egress/ovn-egress/pkg/observe"
 )
 
 // Flag categories, shared by the subcommands so --help groups them alike.
@@ -18,7 +20,21 @@ const (
 	catSelect  = "Host selection"
 	catNode    = "Node"
 	catLogging = "Logging"
+	catObserve = "Metrics and health"
 )
+
+func observeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "metrics-address", Usage: "serve /metrics, /healthz and /readyz on this host:port (empty: off; the manifests use :9476 for the master and :9477 for the node agent)", Category: catObserve},
+	}
+}
+
+// startObserve starts the metrics and health listener of --metrics-address
+// (nothing is served when it is empty, but metrics are still kept).
+func startObserve(c *cli.Context, log *logrus.Entry) (*observe.Server, error) {
+	s := observe.New(observe.Config{Address: c.String("metrics-address")}, log.WithField("subsys", "observe"))
+	return s, s.Start(c.Context)
+}
 
 func loggingFlags() []cli.Flag {
 	return []cli.Flag{

@@ -148,6 +148,7 @@ func masterCommand() *cli.Command {
 		&cli.DurationFlag{Name: "renew-deadline", Value: 10 * time.Second, Usage: "how long the leader keeps trying to renew before giving up", Category: catLeader},
 		&cli.DurationFlag{Name: "retry-period", Value: 2 * time.Second, Usage: "interval between Lease attempts", Category: catLeader},
 	)
+	flags = append(flags, observeFlags()...)
 	flags = append(flags, loggingFlags()...)
 	return &cli.Command{
 		Name:  "master",
@@ -164,6 +165,9 @@ func masterCommand() *cli.Command {
 			}
 			rc, err := kubeConfig(c)
 			if err != nil {
+				return err
+			}
+			if cfg.Observe, err = startObserve(c, log); err != nil {
 				return err
 			}
 			m, err := master.New(c.Context, cfg, rc, log)

@@ -10,7 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/zone"
 	"github.com/ovn-egress/ovn-egress/pkg/node"
 )
 
@@ -34,6 +35,7 @@ func nodeCommand() *cli.Command {
 		&cli.StringFlag{Name: "zone", Usage: "interconnect: also translate the EgressServices into this zone's own NB (--nb-address, the node's local NB); the node's zone is its k8s.ovn.org/zone-name, else its name", Category: catOVN})
 	flags = append(flags, nbFlags()...)
 	flags = append(flags, translateFlags("cluster-subnets")...)
+	flags = append(flags, observeFlags()...)
 	flags = append(flags, loggingFlags()...)
 	return &cli.Command{
 		Name:  "node",
@@ -60,6 +62,11 @@ func nodeCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("EgressService client: %w", err)
 			}
+			if cfg.Observe, err = startObserve(c, log); err != nil {
+				return err
+			}
+			// One set of worker metrics for the agent and its zone's translation.
+			cfg.Work = controller.NewMetrics(cfg.Observe.Registry())
 			if c.String("zone") == "" {
 				return node.RunAgent(c.Context, cfg, kube, egress, log)
 			}
@@ -67,13 +74,14 @@ func nodeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			zcfg.Observe, zcfg.Sync.Work = cfg.Observe, cfg.Work
 			// The agent and its zone's translation run side by side; when one
 			// stops, both do.
 			ctx, cancel := context.WithCancel(c.Context)
 			defer cancel()
 			done := make(chan error, 2)
 			go func() { done <- node.RunAgent(ctx, cfg, kube, egress, log) }()
-			go func() { done <- master.RunZone(ctx, zcfg, kube, egress, log.WithField("zone", zcfg.Sync.Zone)) }()
+			go func() { done <- zone.Run(ctx, zcfg, kube, egress, log.WithField("zone", zcfg.Sync.Zone)) }()
 			first := <-done
 			cancel()
 			return errors.Join(first, <-done)
@@ -82,8 +90,8 @@ func nodeCommand() *cli.Command {
 }
 
 // zoneConfig reads the flags of a node agent's zone translation.
-func zoneConfig(c *cli.Context) (master.ZoneConfig, error) {
-	cfg := master.ZoneConfig{Node: c.String("node-name")}
+func zoneConfig(c *cli.Context) (zone.Config, error) {
+	cfg := zone.Config{Node: c.String("node-name")}
 	var err error
 	if cfg.NB, err = nbConfig(c); err != nil {
 		return cfg, err

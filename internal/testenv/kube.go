@@ -165,7 +165,7 @@ func startKube(dir string, o kubeOptions) (*Kube, error) {
 // launch starts etcd and then kube-apiserver on fresh ports and builds the
 // clients once /readyz answers.
 func (k *Kube) launch(bins map[string]string, caPEM []byte, o kubeOptions) error {
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return err
 	}
@@ -401,8 +401,8 @@ func testbinPaths(root string) (map[string]string, error) {
 	return paths, nil
 }
 
-// freePorts returns n distinct ports that were free on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n distinct ports that were free on 127.0.0.1.
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -30,7 +30,7 @@ func NewNBCluster(t testing.TB, n int) *NBCluster {
 		t.Fatal(err)
 	}
 	dir := shortTempDir(t)
-	ports, err := freePorts(2 * n)
+	ports, err := FreePorts(2 * n)
 	if err != nil {
 		t.Fatal(err)
 	}

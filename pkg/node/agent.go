@@ -6,10 +6,12 @@ import (
 	"fmt"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/knftables"
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 )
 
 // RunAgent builds the node agent's real collaborators — the network
@@ -39,16 +41,22 @@ func RunAgent(ctx context.Context, cfg Config, kube kubernetes.Interface, egress
 	if err != nil {
 		return err
 	}
-	rec, stop, err := NewEventRecorder(kube, cfg.NodeName)
+	rec, stop, err := controller.NewRecorder(ctx, kube, corev1.EventSource{Component: EventSource, Host: cfg.NodeName})
 	if err != nil {
 		return err
 	}
 	defer stop()
-	c, err := NewController(cfg, Deps{Kube: kube, Egress: egress, Namespace: ns, Applier: applier,
-		Resolver: NewTableResolver(nl, cfg.RTTables), Netlink: nl, Recorder: rec}, log)
+	d := Deps{Kube: kube, Egress: egress, Namespace: ns, Applier: applier,
+		Resolver: NewTableResolver(nl, cfg.RTTables), Netlink: nl, Recorder: rec, Work: cfg.Work}
+	if cfg.Observe != nil {
+		cfg.Observe.Ready("node", func() error { return errors.New("starting") })
+		d.Metrics = NewMetrics(cfg.Observe.Registry())
+	}
+	c, err := NewController(cfg, d, log)
 	if err != nil {
 		return err
 	}
+	c.checks(cfg.Observe)
 	log.WithFields(logrus.Fields{"node": cfg.NodeName, "netns": cfg.NetNS, "priority": cfg.RulePriority,
 		"table": "inet " + TableName}).Info("starting node agent")
 	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {

@@ -69,6 +69,10 @@ func NewApplier(cfg ApplierConfig, nl Netlink, nft knftables.Interface, sysctl S
 	return &Applier{cfg: cfg, nl: nl, nft: nft, sysctl: sysctl, log: log}, nil
 }
 
+// GuardDrops is how many packets the leak guard dropped since its table
+// was created: each would have left the node with a pod address.
+func (a *Applier) GuardDrops(ctx context.Context) (uint64, error) { return guardDrops(ctx, a.nft) }
+
 // ApplyOptions select a phase of an ordered sync.
 type ApplyOptions struct {
 	// KeepStale adds and updates only; nothing is deleted. The controller

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
+	"github.com/ovn-egress/ovn-egress/pkg/observe"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -40,6 +42,11 @@ type Config struct {
 	// NetNS runs all netlink and nft work in this named network namespace
 	// ("" = the host's): one agent per "node" namespace in tests.
 	NetNS string
+	// Observe, when set, gets the agent's metrics and health checks; Work
+	// instruments its worker (shared with a zone translation in the same
+	// process).
+	Observe *observe.Server
+	Work    *controller.Metrics
 }
 
 // DefaultConfig returns the defaults of every flag.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -25,7 +26,9 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
+	"github.com/ovn-egress/ovn-egress/pkg/observe"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -46,6 +49,9 @@ type Deps struct {
 	// Netlink is read for network diagnostics (routes of the tables used).
 	Netlink  Netlink
 	Recorder record.EventRecorder
+	// Work, when set, instruments the worker; Metrics, the agent.
+	Work    *controller.Metrics
+	Metrics *Metrics
 }
 
 // Controller is the node agent: informers → one key → sync (gather →
@@ -68,7 +74,7 @@ type Controller struct {
 	nodeLister      corelisters.NodeLister
 	synced          []cache.InformerSynced
 
-	queue  workqueue.TypedRateLimitingInterface[string]
+	work   *controller.Worker[string]
 	health *HealthListener
 	// nodeChanged wakes the health listener when the Node changes.
 	nodeChanged chan struct{}
@@ -89,12 +95,14 @@ func NewController(cfg Config, d Deps, log *logrus.Entry) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg, log: log, d: d, nodeChanged: make(chan struct{}, 1),
 		problems: map[translate.Problem]bool{}, routes: map[tableFamily]bool{}}
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedMaxOfRateLimiter(
+	// A failed node sync is retried soon (the kernel or nft refused one
+	// batch) and backs off to 30 s; 20/s overall caps a flapping input.
+	c.work = controller.New(controller.Config[string]{Name: "node",
+		RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 30*time.Second),
-			&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(20), 50)},
-		),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "ovn-egress-node"})
+			&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(20), 50)}),
+		Metrics: d.Work,
+	}, func(ctx context.Context, _ []string) error { return c.sync(ctx) }, log)
 
 	c.kubeInformers = informer.Kube(d.Kube)
 	c.nodeInformers = informer.Kube(d.Kube, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -115,40 +123,28 @@ func NewController(cfg Config, d Deps, log *logrus.Entry) (*Controller, error) {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
 	}{
-		{es.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { c.onEgressService(o, nil) },
-			UpdateFunc: func(o, n any) { c.onEgressService(n, o) },
-			DeleteFunc: func(o any) { c.onEgressService(o, nil) },
-		}},
-		{svc.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.onService,
-			UpdateFunc: func(_, n any) { c.onService(n) },
-			DeleteFunc: c.onService,
-		}},
-		{slices.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.onEndpointSlice,
-			UpdateFunc: func(_, n any) { c.onEndpointSlice(n) },
-			DeleteFunc: c.onEndpointSlice,
-		}},
-		{nodes.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { c.onNode(nil, o) },
-			UpdateFunc: c.onNode,
-		}},
-		{allNodeInf.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { c.enqueue() },
-			UpdateFunc: func(o, n any) {
-				if !sameAddresses(o, n) {
-					c.enqueue()
-				}
-			},
-			DeleteFunc: func(any) { c.enqueue() },
-		}},
+		{es.Informer(), controller.OnChange(c.onEgressService)},
+		{svc.Informer(), controller.OnObject(c.onService)},
+		{slices.Informer(), controller.OnObject(c.onEndpointSlice)},
+		{nodes.Informer(), controller.OnChange(c.onNode)},
+		{allNodeInf.Informer(), controller.OnChange(func(o, n any) {
+			if o == nil || n == nil || !sameAddresses(o, n) {
+				c.enqueue()
+			}
+		})},
 	}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(h.h); err != nil {
 			return nil, fmt.Errorf("add event handler: %w", err)
 		}
 		c.synced = append(c.synced, h.inf.HasSynced)
+	}
+	err := d.Metrics.collectDrops(func(ctx context.Context) (n uint64, err error) {
+		nsErr := d.Namespace.Do(func() error { n, err = d.Applier.GuardDrops(ctx); return nil })
+		return n, errors.Join(nsErr, err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("leak guard metric: %w", err)
 	}
 	if cfg.HealthListen {
 		c.health = NewHealthListener(d.Namespace, cfg.HealthCheckPort, log.WithField("subsys", "health"))
@@ -160,7 +156,6 @@ func NewController(cfg Config, d Deps, log *logrus.Entry) (*Controller, error) {
 // the periodic resync and the health listener until ctx ends. Pruning of
 // stale owned state happens only in syncs, so only after the caches synced.
 func (c *Controller) Run(ctx context.Context) error {
-	defer c.queue.ShutDown()
 	c.kubeInformers.Start(ctx.Done())
 	c.nodeInformers.Start(ctx.Done())
 	c.allNodes.Start(ctx.Done())
@@ -174,22 +169,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
 	}
 	c.log.Info("caches synced; node agent running")
-	c.queue.Add(syncKey)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for c.processNext(ctx) {
-		}
-	}()
+	c.enqueue()
 	if c.cfg.ResyncInterval > 0 {
 		go c.resyncLoop(ctx)
 	}
 	if c.health != nil {
 		go c.healthLoop(ctx)
 	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	<-done
+	c.work.Run(ctx)
 	return nil
 }
 
@@ -201,38 +188,16 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.queue.Add(syncKey)
+			c.enqueue()
 		}
 	}
 }
 
-// processNext runs one sync. A failed sync is retried with backoff, never
-// dropped; the error is logged here, once.
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-	start := time.Now()
-	if err := c.sync(ctx); err != nil {
-		if ctx.Err() != nil {
-			return false
-		}
-		c.log.WithError(err).WithFields(logrus.Fields{"key": key, "retries": c.queue.NumRequeues(key),
-			"duration": time.Since(start)}).Warn("node sync failed; retrying")
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-func (c *Controller) enqueue() { c.queue.Add(syncKey) }
+func (c *Controller) enqueue() { c.work.Add(syncKey) }
 
 // onEgressService enqueues when the service is (or was) programmed here.
-func (c *Controller) onEgressService(obj, old any) {
-	es, _ := unwrapTombstone(obj).(*egressv1.EgressService)
+func (c *Controller) onEgressService(old, obj any) {
+	es, _ := obj.(*egressv1.EgressService)
 	prev, _ := old.(*egressv1.EgressService)
 	if translate.HostedOn(es, c.cfg.NodeName) || translate.HostedOn(prev, c.cfg.NodeName) {
 		c.enqueue()
@@ -240,13 +205,13 @@ func (c *Controller) onEgressService(obj, old any) {
 }
 
 func (c *Controller) onService(obj any) {
-	if s, ok := unwrapTombstone(obj).(*corev1.Service); ok {
+	if s, ok := obj.(*corev1.Service); ok {
 		c.enqueueIfHosted(s.Namespace, s.Name)
 	}
 }
 
 func (c *Controller) onEndpointSlice(obj any) {
-	if s, ok := unwrapTombstone(obj).(*discoveryv1.EndpointSlice); ok {
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 		if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
 			c.enqueueIfHosted(s.Namespace, name)
 		}
@@ -309,13 +274,6 @@ func sameAddresses(o, n any) bool {
 		slices.Equal(a.Status.Addresses, b.Status.Addresses)
 }
 
-func unwrapTombstone(obj any) any {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return t.Obj
-	}
-	return obj
-}
-
 // healthLoop keeps the health listener on the management IPs of the Node
 // (the .2 of each subnet in k8s.ovn.org/node-subnets).
 func (c *Controller) healthLoop(ctx context.Context) {
@@ -348,4 +306,20 @@ func (c *Controller) healthLoop(ctx context.Context) {
 			ensure()
 		}
 	}
+}
+
+// checks installs the agent's readiness (informers synced) and liveness
+// (no sync stuck) on obs.
+func (c *Controller) checks(obs *observe.Server) {
+	if obs == nil {
+		return
+	}
+	obs.Ready("node", func() error {
+		if !controller.Synced(c.synced) {
+			return errors.New("informer caches not synced")
+		}
+		return nil
+	})
+	// The withdraw grace is spent inside a sync.
+	obs.Live("node", func() error { return c.work.Stuck(controller.StuckBound + c.cfg.WithdrawGrace) })
 }

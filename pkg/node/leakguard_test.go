@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/binary"
 	"net/netip"
 	"strings"
@@ -45,8 +46,22 @@ func TestNodeKernelLeakGuard(t *testing.T) {
 		sendLoneACK(t, pod, pod4, ext4, dport)
 		return <-seen
 	}
+	drops := func() uint64 {
+		t.Helper()
+		var n uint64
+		if err := k.ns.Do(func() (err error) { n, err = k.a.GuardDrops(context.Background()); return err }); err != nil {
+			t.Fatalf("read the leak guard's counter: %v", err)
+		}
+		return n
+	}
+	if n := drops(); n != 0 {
+		t.Fatalf("leak guard counter %d before any packet", n)
+	}
 	if leaked(7001) {
 		t.Fatalf("an invalid packet left the node with the pod address despite the leak guard")
+	}
+	if n := drops(); n != 1 {
+		t.Errorf("leak guard counter %d after one dropped packet, want 1", n)
 	}
 	// Without the guard the same packet leaks: the test would notice.
 	nodeNS.MustRun(t, "nft", "flush", "chain", "inet", TableName, guardChain)
@@ -60,7 +75,11 @@ func TestNodeKernelLeakGuard(t *testing.T) {
 	if leaked(7003) {
 		t.Errorf("the repaired leak guard lets the invalid packet out")
 	}
-	if table := nodeNS.MustRun(t, "nft", "list", "table", "inet", TableName); !strings.Contains(table, "ip saddr @snat-v4 drop") {
+	// The rewritten chain counts on: the counter is an object of its own.
+	if n := drops(); n != 2 {
+		t.Errorf("leak guard counter %d after the chain's repair and a second drop, want 2", n)
+	}
+	if table := nodeNS.MustRun(t, "nft", "list", "table", "inet", TableName); !strings.Contains(table, "ip saddr @snat-v4 counter name \"leak-guard-drops\" drop") {
 		t.Errorf("guard rule missing after repair:\n%s", table)
 	}
 }

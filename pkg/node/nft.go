@@ -29,12 +29,13 @@ import (
 //	    snat ip to ip saddr map @snat-v4
 //	    snat ip6 to ip6 saddr map @snat-v6
 //	  }
+//	  counter leak-guard-drops {}  # every drop below; kept across chain rewrites
 //	  chain leak-guard {  # filter, postrouting, priority srcnat+10
 //	    (the same three returns)
-//	    ct state invalid ip saddr { <cluster subnets> } drop   # skipped every NAT
-//	    ct state invalid ip6 saddr { <cluster subnets> } drop
-//	    ip saddr @snat-v4 drop                      # an endpoint that was not SNATed
-//	    ip6 saddr @snat-v6 drop
+//	    ct state invalid ip saddr { <cluster subnets> } counter name "leak-guard-drops" drop   # skipped every NAT
+//	    ct state invalid ip6 saddr { <cluster subnets> } counter name "leak-guard-drops" drop
+//	    ip saddr @snat-v4 counter name "leak-guard-drops" drop    # an endpoint that was not SNATed
+//	    ip6 saddr @snat-v6 counter name "leak-guard-drops" drop
 //	  }
 //	}
 //
@@ -52,9 +53,13 @@ import (
 // §1) — so it is dropped; so is any conntrack-invalid packet from a pod
 // subnet leaving the host, which no NAT (the agent's or a masquerade) saw.
 const (
-	TableName      = "ovn-egress"
-	snatChain      = "pod-snat"
-	guardChain     = "leak-guard"
+	TableName  = "ovn-egress"
+	snatChain  = "pod-snat"
+	guardChain = "leak-guard"
+	// guardCounter counts the leak guard's drops: a packet that would have
+	// left the node with a pod address. It is a named counter, so rewriting
+	// the chain does not reset it.
+	guardCounter   = "leak-guard-drops"
 	doNotSNATMark  = "0x3f0"
 	tableComment   = "owned by ovn-egress node agent; changes are overwritten"
 	snatPriority   = knftables.BaseChainPriority("srcnat-10")
@@ -78,6 +83,9 @@ func nftMatch(f ipfamily.Family) string {
 	}
 	return "ip"
 }
+
+// guardDrop ends every drop rule of the leak guard.
+const guardDrop = `counter name "` + guardCounter + `" drop`
 
 // chainRule is one rule of a chain with the comment that identifies it.
 type chainRule struct{ text, comment string }
@@ -135,13 +143,13 @@ func chainRules(mgmtPort string, noSNAT []netip.Prefix, nodeIPs []netip.Addr) (s
 		}
 		if len(ps) > 0 {
 			guard = append(guard, mk("invalid-from-cluster-"+string(f),
-				fmt.Sprintf("ct state invalid %s saddr { %s } drop", nftMatch(f), strings.Join(ps, ", "))))
+				fmt.Sprintf("ct state invalid %s saddr { %s } %s", nftMatch(f), strings.Join(ps, ", "), guardDrop)))
 		}
 	}
 	for _, f := range ipfamily.All {
 		m := nftMatch(f)
 		snat = append(snat, mk("snat-"+string(f), fmt.Sprintf("snat %s to %s saddr map @%s", m, m, snatMap(f))))
-		guard = append(guard, mk("unsnatted-"+string(f), fmt.Sprintf("%s saddr @%s drop", m, snatMap(f))))
+		guard = append(guard, mk("unsnatted-"+string(f), fmt.Sprintf("%s saddr @%s %s", m, snatMap(f), guardDrop)))
 	}
 	return snat, guard
 }
@@ -248,6 +256,8 @@ func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, m
 		p.adds.Add(&knftables.Map{Name: snatMap(f), Type: nftAddrType(f) + " : " + nftAddrType(f),
 			Comment: knftables.PtrTo("endpoint -> SNAT address; element comments name the EgressService")})
 	}
+	// Adding an existing counter keeps its value.
+	p.adds.Add(&knftables.Counter{Name: guardCounter, Comment: knftables.PtrTo("packets the leak guard dropped")})
 	for _, c := range chains {
 		var comments []string
 		for _, r := range c.rules {
@@ -286,4 +296,22 @@ func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, m
 		}
 	}
 	return p
+}
+
+// guardDrops reads the leak guard's drop counter (0 while the table or the
+// counter does not exist yet).
+func guardDrops(ctx context.Context, nft knftables.Interface) (uint64, error) {
+	cs, err := nft.ListCounters(ctx)
+	if knftables.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("list counters: %w", err)
+	}
+	for _, c := range cs {
+		if c.Name == guardCounter && c.Packets != nil {
+			return *c.Packets, nil
+		}
+	}
+	return 0, nil
 }

@@ -44,6 +44,9 @@ func (c *Controller) sync(ctx context.Context) error {
 
 	res, applyErr := c.apply(ctx, plan.Desired, ApplyOptions{KeepStale: true})
 	ready := plan.ReportReached(res.Reached)
+	if applyErr != nil {
+		c.d.Metrics.applied(res, len(ready), applyErr)
+	}
 	published, err := c.publish(ctx, ready)
 	if err = errors.Join(applyErr, err); err != nil {
 		return err
@@ -64,6 +67,7 @@ func (c *Controller) sync(ctx context.Context) error {
 		res2, applyErr = c.apply(ctx, plan.Desired, ApplyOptions{})
 	}
 	ready = plan.ReportReached(res2.Reached)
+	c.d.Metrics.applied(res2, len(ready), applyErr)
 	published2, err := c.publish(ctx, ready)
 	c.emitProblems(append(plan.Problems, c.routeProblems(plan)...))
 	fields := logrus.Fields{"services": len(plan.Services), "ready": len(ready), "rules": len(plan.Desired.Rules),

@@ -3,6 +3,7 @@ package ovn
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ovn-kubernetes/libovsdb/client"
 	"github.com/ovn-kubernetes/libovsdb/model"
@@ -24,8 +25,9 @@ const DefaultMaxOps = 5000
 
 // Applier writes plans into NB.
 type Applier struct {
-	c      client.Client
-	maxOps int
+	c       client.Client
+	maxOps  int
+	metrics *Metrics
 }
 
 // NewApplier returns an applier over a connected, monitoring NB client.
@@ -34,6 +36,12 @@ func NewApplier(c client.Client, maxOps int) *Applier {
 		maxOps = DefaultMaxOps
 	}
 	return &Applier{c: c, maxOps: maxOps}
+}
+
+// WithMetrics makes the applier count its transactions in m (nil: none).
+func (a *Applier) WithMetrics(m *Metrics) *Applier {
+	a.metrics = m
+	return a
 }
 
 // Stats says what an Apply wrote.
@@ -114,7 +122,9 @@ type opGroup struct {
 	mustMatch []mutateCheck
 }
 
-func (a *Applier) transact(ctx context.Context, ops []ovsdb.Operation, checks []mutateCheck) error {
+func (a *Applier) transact(ctx context.Context, ops []ovsdb.Operation, checks []mutateCheck) (err error) {
+	start := time.Now()
+	defer func() { a.metrics.transacted(len(ops), time.Since(start), err) }()
 	res, err := a.c.Transact(ctx, ops...)
 	if err != nil {
 		return fmt.Errorf("nb transaction (%d operations): %w", len(ops), err)

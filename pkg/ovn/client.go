@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -262,4 +263,24 @@ func logrLogger(log *logrus.Entry) logr.Logger {
 	return funcr.New(func(prefix, args string) {
 		log.WithField("lib", "libovsdb").Debug(strings.TrimSpace(prefix + " " + args))
 	}, funcr.Options{Verbosity: verbosity})
+}
+
+// ConnectNB retries the first NB connection with a capped backoff: a master
+// started before its database waits for it instead of crash-looping.
+func ConnectNB(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (client.Client, error) {
+	delay := 500 * time.Millisecond
+	for {
+		c, err := NewNBClient(ctx, cfg, log.WithField("controller", "libovsdb"))
+		if err == nil {
+			log.WithField("endpoint", c.CurrentEndpoint()).Infof("connected to NB; %s", FeaturesOf(c))
+			return c, nil
+		}
+		log.WithError(err).Warn("NB not reachable yet; retrying")
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to NB: %w", errors.Join(ctx.Err(), err))
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
 }

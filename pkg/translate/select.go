@@ -78,7 +78,22 @@ type Selection struct {
 	// Why says why Current, a node, is given up ("" when it is kept or
 	// Current was not a node).
 	Why string
+	// Cause is Why as a fixed word (a metric label): one of the Cause*
+	// constants, "" when Why is.
+	Cause string
 }
+
+// Why a host is given up, as a metric label.
+const (
+	CauseNodeGone        = "node_gone"
+	CauseNotReady        = "not_ready"
+	CauseSelector        = "selector"
+	CauseNoLocalEndpoint = "no_local_endpoint"
+	CauseUnreachable     = "unreachable"
+	// CauseService: the Service no longer qualifies (not found, not a
+	// LoadBalancer, no ingress IP, no endpoints, sourceIPBy Network).
+	CauseService = "service"
+)
 
 // Changed reports whether status.host must be written.
 func (s Selection) Changed() bool { return s.Host != s.Current }
@@ -156,7 +171,7 @@ func SelectHosts(in SelectInput) SelectResult {
 			pending = append(pending, p)
 			continue
 		}
-		s.res.Selections[key] = Selection{Host: p.host, Current: cur, Why: p.why}
+		s.res.Selections[key] = Selection{Host: p.host, Current: cur, Why: p.why, Cause: p.cause}
 	}
 	for _, p := range pending {
 		s.place(p)
@@ -178,6 +193,7 @@ type placement struct {
 	needsNode  bool
 	keep       bool // the current host stays
 	why        string
+	cause      string
 	sel        labels.Selector
 	local      map[string]bool // nodes with an endpoint, for externalTrafficPolicy Local
 	candidates []string        // sorted
@@ -202,7 +218,7 @@ func (s *selector) evaluate(es *egressv1.EgressService) *placement {
 	p := &placement{es: es, key: EgressServiceKey(es)}
 	cur := es.Status.Host
 	if blocked := s.resolve(p); blocked != "" && cur != "" && cur != egressv1.HostAll {
-		p.why = blocked
+		p.why, p.cause = blocked, CauseService
 	}
 	if !p.needsNode || cur == "" || cur == egressv1.HostAll {
 		return p
@@ -210,11 +226,11 @@ func (s *selector) evaluate(es *egressv1.EgressService) *placement {
 	n, ok := s.in.Nodes[cur]
 	switch why := s.exclude(cur, p.sel, p.local); {
 	case !ok || n == nil:
-		p.why = fmt.Sprintf("node %s no longer exists", cur)
+		p.why, p.cause = fmt.Sprintf("node %s no longer exists", cur), CauseNodeGone
 	case why == "":
 		p.keep, p.host = true, cur
 	default:
-		p.why = fmt.Sprintf("node %s %s", cur, why)
+		p.why, p.cause = fmt.Sprintf("node %s %s", cur, why), causeOf(why)
 		if why == whyUnreachable {
 			s.problem(p.key, ReasonHostUnreachable, "host %s does not answer health checks", cur)
 		}
@@ -284,6 +300,21 @@ const (
 	whyUnreachable = "is unreachable (health check)"
 )
 
+// causeOf names a why* as a Cause*.
+func causeOf(why string) string {
+	switch why {
+	case whyNotReady:
+		return CauseNotReady
+	case whyNoMatch:
+		return CauseSelector
+	case whyNoLocal:
+		return CauseNoLocalEndpoint
+	case whyUnreachable:
+		return CauseUnreachable
+	}
+	return ""
+}
+
 func (e *exclusions) count(why string) {
 	switch why {
 	case whyNotReady:
@@ -349,7 +380,7 @@ func (s *selector) place(p *placement) {
 	} else {
 		s.res.Allocations[best]++
 	}
-	s.res.Selections[p.key] = Selection{Host: best, Current: cur, Why: p.why}
+	s.res.Selections[p.key] = Selection{Host: best, Current: cur, Why: p.why, Cause: p.cause}
 }
 
 // endpointNodes are the nodeNames of every endpoint of the Service's slices.

@@ -46,6 +46,7 @@ func TestSelectHosts(t *testing.T) {
 		want    map[string]string
 		reasons map[string][]Reason
 		why     map[string]string
+		cause   map[string]string // Selection.Cause, when set
 	}{
 		{name: "empty selector: every node, the first by name", nodes: 3,
 			setup: func(w *world, _ *SelectInput) { w.lb("ns/a", "") },
@@ -147,14 +148,14 @@ func TestSelectHosts(t *testing.T) {
 			want:  map[string]string{"ns/a": "ALL", "ns/b": "node1"}},
 		{name: "host NotReady: moves", nodes: 2,
 			setup: func(w *world, _ *SelectInput) { w.lb("ns/a", "node1"); w.in.Nodes["node1"].Ready = false },
-			want:  map[string]string{"ns/a": "node2"}, why: map[string]string{"ns/a": "node1 is not Ready"}},
+			want:  map[string]string{"ns/a": "node2"}, why: map[string]string{"ns/a": "node1 is not Ready"}, cause: map[string]string{"ns/a": CauseNotReady}},
 		{name: "host deleted: moves", nodes: 2,
 			setup: func(w *world, _ *SelectInput) { w.lb("ns/a", "node9") },
-			want:  map[string]string{"ns/a": "node1"}, why: map[string]string{"ns/a": "node9 no longer exists"}},
+			want:  map[string]string{"ns/a": "node1"}, why: map[string]string{"ns/a": "node9 no longer exists"}, cause: map[string]string{"ns/a": CauseNodeGone}},
 		{name: "host unreachable: drained", nodes: 2,
 			setup: func(w *world, in *SelectInput) { w.lb("ns/a", "node1"); in.Reachable = map[string]bool{"node1": false} },
 			want:  map[string]string{"ns/a": "node2"}, reasons: map[string][]Reason{"ns/a": {ReasonHostUnreachable}},
-			why: map[string]string{"ns/a": "node1 is unreachable"}},
+			why: map[string]string{"ns/a": "node1 is unreachable"}, cause: map[string]string{"ns/a": CauseUnreachable}},
 		{name: "every node unreachable: no host", nodes: 2,
 			setup: func(w *world, in *SelectInput) {
 				w.lb("ns/a", "node1")
@@ -178,7 +179,7 @@ func TestSelectHosts(t *testing.T) {
 				w.lb("ns/a", "node1", selectorOf(map[string]string{"egress": "yes"}))
 				w.in.Nodes["node3"].Labels = map[string]string{"egress": "yes"}
 			},
-			want: map[string]string{"ns/a": "node3"}, why: map[string]string{"ns/a": "does not match"}},
+			want: map[string]string{"ns/a": "node3"}, why: map[string]string{"ns/a": "does not match"}, cause: map[string]string{"ns/a": CauseSelector}},
 		{name: "matchExpressions", nodes: 3,
 			setup: func(w *world, _ *SelectInput) {
 				w.lb("ns/a", "", func(e *egressv1.EgressService) {
@@ -206,7 +207,7 @@ func TestSelectHosts(t *testing.T) {
 				etpLocal(w, "ns/a")
 			},
 			want: map[string]string{"ns/a": ""}, reasons: map[string][]Reason{"ns/a": {ReasonNoEligibleNode}},
-			why: map[string]string{"ns/a": "no endpoint of the Service"}},
+			why: map[string]string{"ns/a": "no endpoint of the Service"}, cause: map[string]string{"ns/a": CauseNoLocalEndpoint}},
 		{name: "ETP Local chooses among the endpoints' nodes", nodes: 3,
 			setup: func(w *world, _ *SelectInput) {
 				w.lb("ns/a", "")
@@ -258,8 +259,12 @@ func TestSelectHosts(t *testing.T) {
 				if !slices.Equal(rs, tc.reasons[key]) {
 					t.Errorf("%s reasons: got %v; want %v (%v)", key, rs, tc.reasons[key], res.Problems.For(key))
 				}
-				if w := tc.why[key]; !strings.Contains(res.Selections[key].Why, w) {
-					t.Errorf("%s why: got %q; want it to contain %q", key, res.Selections[key].Why, w)
+				sel := res.Selections[key]
+				if w := tc.why[key]; !strings.Contains(sel.Why, w) {
+					t.Errorf("%s why: got %q; want it to contain %q", key, sel.Why, w)
+				}
+				if c, ok := tc.cause[key]; (ok && sel.Cause != c) || (sel.Why == "") != (sel.Cause == "") {
+					t.Errorf("%s cause: got %q (why %q); want %q", key, sel.Cause, sel.Why, c)
 				}
 			}
 			again := SelectHosts(in)

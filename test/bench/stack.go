@@ -9,16 +9,13 @@ import (
 	"github.com/ovn-kubernetes/libovsdb/client"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
-	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
@@ -149,13 +146,7 @@ func (s *stack) stop() error {
 }
 
 // apiRecorder posts Events to the API server as the master's recorder
-// does (its own scheme with the EgressService types); stop flushes it.
+// does; stop flushes it.
 func apiRecorder(ctx context.Context, kube kubernetes.Interface) (record.EventRecorder, func(), error) {
-	sch := runtime.NewScheme()
-	if err := errors.Join(scheme.AddToScheme(sch), egressscheme.AddToScheme(sch)); err != nil {
-		return nil, nil, fmt.Errorf("event scheme: %w", err)
-	}
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	return b.NewRecorder(sch, corev1.EventSource{Component: "ovn-egress-master"}), b.Shutdown, nil
+	return controller.NewRecorder(ctx, kube, corev1.EventSource{Component: "ovn-egress-master"})
 }

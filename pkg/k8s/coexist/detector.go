@@ -2,6 +2,7 @@ package coexist
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -13,10 +14,13 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressv1informers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions/egressservice/v1"
 	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -62,6 +66,21 @@ func New(cfg Config, nb client.Client, log *logrus.Entry, recorder record.EventR
 		nb.Cache().AddEventHandler(d.nbHandler())
 	}
 	return d
+}
+
+// Watch hands the Detector the EgressService lister (for its Events) and
+// the deletions (a deleted object's status writer is gone).
+func (d *Detector) Watch(inf egressv1informers.EgressServiceInformer) error {
+	d.SetLister(inf.Lister())
+	_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
+		if es, ok := controller.As[*egressv1.EgressService](o); ok {
+			d.Forget(es.Namespace + "/" + es.Name)
+		}
+	}})
+	if err != nil {
+		return fmt.Errorf("egressservice handler: %w", err)
+	}
+	return nil
 }
 
 // SetLister gives the Detector the EgressServices to record Events on.

@@ -12,6 +12,7 @@ import (
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
+	"github.com/ovn-egress/ovn-egress/pkg/observe"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -62,8 +63,10 @@ func TestStandsBackFromOVNKubernetesRows(t *testing.T) {
 	kube.SetHost(t, c.ns, "web", "node2")
 	cfg := c.config("standback")
 	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Observe = observe.New(observe.Config{}, testLogger(t))
 	m, _ := c.start(cfg, kube.Config)
 	c.eventually("the set", func() bool { return c.setAddresses("node2") == `["10.244.1.5"]` })
+	c.eventually("ready", func() bool { return cfg.Observe.IsReady() == nil })
 
 	// ovn-kubernetes (--enable-egress-service=true) writes its per-endpoint
 	// reroute and its served-pods set, exactly as it names them.
@@ -79,6 +82,9 @@ func TestStandsBackFromOVNKubernetesRows(t *testing.T) {
 		t.Errorf("conflict %+v; want 1 EgressSVC policy, 1 served pod, naming %s/web", got, c.ns)
 	}
 	c.conflictEvent("web", "EgressSVC", "--enable-egress-service=false", "ovn-egress migrate")
+	if err := cfg.Observe.IsReady(); err == nil || !strings.Contains(err.Error(), "standing back") || !strings.Contains(err.Error(), "--enable-egress-service=false") {
+		t.Errorf("readiness during the conflict: %v; want not ready, standing back, naming the flag", err)
+	}
 
 	// Meanwhile nothing is written: the endpoint change stays out of NB, and
 	// a host left by the selector keeps its status and label.
@@ -99,6 +105,9 @@ func TestStandsBackFromOVNKubernetesRows(t *testing.T) {
 	}
 	c.ovn.MustNBCtl(t, "destroy", "Address_Set", "a13607449821398607916")
 	c.eventually("resumed", func() bool { return !m.Conflict().Active() && c.setAddresses("node2") == `["10.244.3.7"]` })
+	if err := cfg.Observe.IsReady(); err != nil {
+		t.Errorf("not ready after resuming: %v", err)
+	}
 }
 
 // label sets (or, with "", removes) a node label.

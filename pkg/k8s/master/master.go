@@ -12,28 +12,24 @@ import (
 	"time"
 
 	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/client-go/tools/record"
 
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
-	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
+	"github.com/ovn-egress/ovn-egress/pkg/observe"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 )
 
@@ -58,6 +54,8 @@ type Config struct {
 	// UnassignedTraffic are always taken from Sync.Translate.
 	Select         selection.Config
 	LeaderElection LeaderElection
+	// Observe, when set, gets the master's metrics and health checks.
+	Observe *observe.Server
 }
 
 // Validate checks the configuration and fills defaults.
@@ -111,8 +109,10 @@ type Master struct {
 	sel     *selection.Controller
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
-	bcast   record.EventBroadcaster
-	coexist *coexist.Detector
+	// stopEvents flushes and stops the Event recorder.
+	stopEvents func()
+	coexist    *coexist.Detector
+	leader     prometheus.Gauge // nil without metrics
 }
 
 // New connects to the API server and NB (retrying NB until ctx ends) and
@@ -140,11 +140,13 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 			}
 		}
 	}
+	leader := instrument(&cfg, cfg.Observe)
 	var nb client.Client
 	if cfg.Mode == ModeCentral {
-		if nb, err = connectNB(ctx, cfg.NB, log); err != nil {
+		if nb, err = ovn.ConnectNB(ctx, cfg.NB, log); err != nil {
 			return nil, err
 		}
+		observeNB(cfg.Observe, nb)
 	} else {
 		log.Info("interconnect: selecting hosts only; each node agent translates its own zone")
 	}
@@ -153,24 +155,18 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 			nb.Close()
 		}
 	}
-	// Events name their objects through a scheme of this master's own:
-	// adding the EgressService types to client-go's global scheme would
-	// race with every client reading it (two masters in one test process).
-	eventScheme := runtime.NewScheme()
-	if err := errors.Join(scheme.AddToScheme(eventScheme), egressscheme.AddToScheme(eventScheme)); err != nil {
+	recorder, stopEvents, err := controller.NewRecorder(ctx, kube, corev1.EventSource{Component: "ovn-egress-master"})
+	if err != nil {
 		closeNB()
 		return nil, err
 	}
-	bcast := record.NewBroadcaster(record.WithContext(ctx))
-	bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	recorder := bcast.NewRecorder(eventScheme, corev1.EventSource{Component: "ovn-egress-master"})
 	det := coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, Central: cfg.Mode == ModeCentral},
 		nb, log.WithField("controller", "coexist"), recorder)
 	cfg.Sync.Standoff, cfg.Select.Standoff = det, det
-	m := &Master{cfg: cfg, log: log, kube: kube, egress: egress, nb: nb, bcast: bcast, coexist: det,
+	m := &Master{cfg: cfg, log: log, kube: kube, egress: egress, nb: nb, stopEvents: stopEvents, coexist: det, leader: leader,
 		kubeInf: informer.Kube(kube),
 		egInf:   informer.Egress(egress, det.ObserveEgressService)}
-	if err := watchConflicts(det, m.egInf); err != nil {
+	if err := det.Watch(m.egInf.K8s().V1().EgressServices()); err != nil {
 		closeNB()
 		return nil, err
 	}
@@ -194,46 +190,8 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 		}
 		m.sel.EnqueueAll()
 	})
+	m.checks(cfg.Observe)
 	return m, nil
-}
-
-// watchConflicts hands the Detector the EgressService lister (for its
-// Events) and the deletions (a deleted object's status writer is gone).
-func watchConflicts(det *coexist.Detector, egInf egressinformers.SharedInformerFactory) error {
-	inf := egInf.K8s().V1().EgressServices()
-	det.SetLister(inf.Lister())
-	_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
-		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
-			o = d.Obj
-		}
-		if es, ok := o.(*egressv1.EgressService); ok {
-			det.Forget(es.Namespace + "/" + es.Name)
-		}
-	}})
-	if err != nil {
-		return fmt.Errorf("egressservice handler: %w", err)
-	}
-	return nil
-}
-
-// connectNB retries the first NB connection with a capped backoff: a master
-// started before its database waits for it instead of crash-looping.
-func connectNB(ctx context.Context, cfg ovn.ClientConfig, log *logrus.Entry) (client.Client, error) {
-	delay := 500 * time.Millisecond
-	for {
-		c, err := ovn.NewNBClient(ctx, cfg, log.WithField("controller", "libovsdb"))
-		if err == nil {
-			log.WithField("endpoint", c.CurrentEndpoint()).Infof("connected to NB; %s", ovn.FeaturesOf(c))
-			return c, nil
-		}
-		log.WithError(err).Warn("NB not reachable yet; retrying")
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to NB: %w", errors.Join(ctx.Err(), err))
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 10*time.Second)
-	}
 }
 
 // Run starts the informers, waits for leadership (if enabled) and runs the
@@ -243,7 +201,7 @@ func (m *Master) Run(ctx context.Context) error {
 	if m.nb != nil {
 		defer m.nb.Close()
 	}
-	defer m.bcast.Shutdown()
+	defer m.stopEvents()
 	m.kubeInf.Start(ctx.Done())
 	m.egInf.Start(ctx.Done())
 	defer m.kubeInf.Shutdown()
@@ -316,6 +274,8 @@ func (m *Master) Run(ctx context.Context) error {
 func (m *Master) lead(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	m.setLeader(true)
+	defer m.setLeader(false)
 	go m.coexist.Run(ctx) // logs, Events and the standoff's end as they happen
 	runs := []func(context.Context) error{m.sel.Run}
 	if m.sync != nil {

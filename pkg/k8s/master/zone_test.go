@@ -13,6 +13,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/zone"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -42,10 +43,10 @@ func TestInterconnectZones(t *testing.T) {
 	for name, o := range zones {
 		tc := translate.DefaultConfig()
 		tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
-		cfg := master.ZoneConfig{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Node: name,
+		cfg := zone.Config{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Node: name,
 			Sync: nbsync.Config{Translate: tc, Zone: name}}
 		go func() {
-			done <- master.RunZone(ctx, cfg, kube.Client, kube.Egress, testLogger(t).WithField("zone", name))
+			done <- zone.Run(ctx, cfg, kube.Client, kube.Egress, testLogger(t).WithField("zone", name))
 		}()
 	}
 	set := translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4")
@@ -120,27 +121,6 @@ func TestInterconnectZones(t *testing.T) {
 	}
 }
 
-// TestDistManifestsApply: every manifest in dist/ (central and
-// interconnect) is accepted by a real API server.
-func TestDistManifestsApply(t *testing.T) {
-	ctx := context.Background()
-	for _, set := range [][]string{
-		{"../../../dist/namespace.yaml", "../../../dist/crds", "../../../dist/master", "../../../dist/node"},
-		{"../../../dist/ic"},
-	} {
-		if err := kube.Apply(ctx, set...); err != nil {
-			t.Fatalf("apply %v: %v", set, err)
-		}
-	}
-	ds, err := kube.Client.AppsV1().DaemonSets("ovn-egress").Get(ctx, "ovn-egress-node", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--zone=$(NODE_NAME)") {
-		t.Errorf("interconnect DaemonSet args: %s", args)
-	}
-}
-
 // TestClusterRouteHandedOverToEgressIP: in the host's zone ovn-egress adds
 // the cluster src-ip route to the GR. Once ovn-kubernetes' EgressIP is active
 // there (its allow policies, as it writes them) — and so relies on that
@@ -166,7 +146,7 @@ func TestClusterRouteHandedOverToEgressIP(t *testing.T) {
 	tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
 	done := make(chan error, 1)
 	go func() {
-		done <- master.RunZone(ctx, master.ZoneConfig{NB: ovn.ClientConfig{Addresses: []string{z2.NBAddress()}}, Node: "node2",
+		done <- zone.Run(ctx, zone.Config{NB: ovn.ClientConfig{Addresses: []string{z2.NBAddress()}}, Node: "node2",
 			Sync: nbsync.Config{Translate: tc, Zone: "node2"}}, kube.Client, kube.Egress, testLogger(t))
 	}()
 	route := func() (uuid, owner string) {

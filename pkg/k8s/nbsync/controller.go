@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ovn-kubernetes/libovsdb/client"
@@ -26,10 +25,10 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -63,6 +62,9 @@ type Config struct {
 	// egress-service feature is active: coexist.Detector). Keys synced
 	// meanwhile are done; EnqueueAll converges everything once it is over.
 	Standoff Standoff
+	// Work, when set, instruments the worker; NB, the NB transactions.
+	Work *controller.Metrics
+	NB   *ovn.Metrics
 }
 
 // Standoff tells the controllers to write nothing, and why.
@@ -88,13 +90,6 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Index names of the informers' indexers.
-const (
-	indexByHost    = "byHost"    // EgressServices by status.host
-	indexByService = "byService" // EndpointSlices by "namespace/service"
-	indexByAddress = "byAddress" // EndpointSlices by endpoint address
-)
-
 // Controller converges the NB rows of every key on the cluster's objects.
 type Controller struct {
 	cfg      Config
@@ -111,8 +106,7 @@ type Controller struct {
 	nodeLister  corelisters.NodeLister
 	synced      []cache.InformerSynced
 
-	queue workqueue.TypedRateLimitingInterface[translate.Key]
-	busy  atomic.Int64 // keys being synced
+	work *controller.Worker[translate.Key]
 
 	shared   *sharedAddresses
 	services *serviceCache
@@ -185,20 +179,20 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		return nil, err
 	}
 	c := &Controller{
-		cfg: cfg, log: log, nb: nb, applier: ovn.NewApplier(nb, cfg.MaxOps), recorder: recorder,
+		cfg: cfg, log: log, nb: nb, applier: ovn.NewApplier(nb, cfg.MaxOps).WithMetrics(cfg.NB), recorder: recorder,
 		esLister: esInf.Lister(), esIndexer: esInf.Informer().GetIndexer(),
 		svcLister: svcInf.Lister(), sliceLister: sliceInf.Lister(), sliceIndex: sliceInf.Informer().GetIndexer(),
 		nodeLister: nodeInf.Lister(),
 		synced:     []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[translate.Key](),
-			workqueue.TypedRateLimitingQueueConfig[translate.Key]{Name: "nbsync"}),
-		nodes:    map[string]parsedNode{},
-		shared:   newSharedAddresses(),
-		services: newServiceCache(),
-		wanted:   newWantedSets(),
-		memo:     translate.NewMemo(),
-		events:   newProblemEvents(recorder, cfg.EventReasons),
+		nodes:      map[string]parsedNode{},
+		shared:     newSharedAddresses(),
+		services:   newServiceCache(),
+		wanted:     newWantedSets(),
+		memo:       translate.NewMemo(),
+		events:     newProblemEvents(recorder, cfg.EventReasons),
 	}
+	c.work = controller.New(controller.Config[translate.Key]{Name: "nbsync", MaxBatch: cfg.MaxBatch,
+		Window: func() time.Duration { return c.cfg.BatchWindow }, Metrics: cfg.Work}, c.sync, log)
 	c.scratch.services, c.scratch.endpoints = map[string]*corev1.Service{}, map[string][]translate.Endpoint{}
 	c.scratch.slices = map[string][]*discoveryv1.EndpointSlice{}
 	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {
@@ -209,31 +203,11 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 }
 
 func addIndexers(es, slices cache.SharedIndexInformer) error {
-	if err := es.AddIndexers(cache.Indexers{indexByHost: hostIndex}); err != nil {
-		return fmt.Errorf("egressservice indexer: %w", err)
+	if err := controller.AddIndexers(es, controller.IndexByHost); err != nil {
+		return fmt.Errorf("egressservice: %w", err)
 	}
-	err := slices.AddIndexers(cache.Indexers{
-		indexByService: func(obj any) ([]string, error) {
-			s, ok := obj.(*discoveryv1.EndpointSlice)
-			if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
-				return nil, nil
-			}
-			return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
-		},
-		indexByAddress: func(obj any) ([]string, error) {
-			s, ok := obj.(*discoveryv1.EndpointSlice)
-			if !ok {
-				return nil, nil
-			}
-			var out []string
-			for _, e := range s.Endpoints {
-				out = append(out, e.Addresses...)
-			}
-			return out, nil
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("endpointslice indexer: %w", err)
+	if err := controller.AddIndexers(slices, controller.IndexByService, controller.IndexByAddress); err != nil {
+		return fmt.Errorf("endpointslice: %w", err)
 	}
 	return nil
 }
@@ -242,7 +216,6 @@ func addIndexers(es, slices cache.SharedIndexInformer) error {
 // rows nobody wants), and converges until ctx ends. Only the leader runs it.
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
 	c.log.Info("waiting for informer caches")
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
@@ -252,12 +225,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		go wait.UntilWithContext(ctx, c.enqueueAll, c.cfg.ResyncInterval)
 	}
 	c.log.Info("translation controller started")
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	for c.processBatch(ctx) {
-	}
+	c.work.Run(ctx)
 	c.log.Info("translation controller stopped")
 	return nil
 }
@@ -273,17 +241,17 @@ func (c *Controller) enqueueAll(ctx context.Context) {
 		c.log.WithError(err).Warn("cannot list owned NB rows")
 	}
 	for _, k := range keys {
-		c.queue.Add(k)
+		c.work.Add(k)
 	}
 }
 
 // enqueueNodes adds the cluster and unassigned keys and every node's key.
 func (c *Controller) enqueueNodes() {
-	c.queue.Add(translate.ClusterKey)
-	c.queue.Add(translate.UnassignedKey)
+	c.work.Add(translate.ClusterKey)
+	c.work.Add(translate.UnassignedKey)
 	nodes, _ := c.nodeLister.List(labels.Everything())
 	for _, n := range nodes {
-		c.queue.Add(translate.NodeKey(n.Name))
+		c.work.Add(translate.NodeKey(n.Name))
 	}
 }
 
@@ -293,9 +261,17 @@ func (c *Controller) EnqueueAll() { c.enqueueAll(context.Background()) }
 // Stats returns the counters so far.
 func (c *Controller) Stats() SyncStats {
 	c.statsMu.Lock()
-	defer c.statsMu.Unlock()
-	return c.stats
+	st := c.stats
+	c.statsMu.Unlock()
+	st.Errors = c.work.Stats().Errors
+	return st
 }
 
 // Idle reports whether no key waits or is being synced.
-func (c *Controller) Idle() bool { return c.queue.Len() == 0 && c.inFlight() == 0 }
+func (c *Controller) Idle() bool { return c.work.Idle() }
+
+// Stuck returns an error when one sync has run longer than bound.
+func (c *Controller) Stuck(bound time.Duration) error { return c.work.Stuck(bound) }
+
+// Synced reports whether the controller's informers have synced.
+func (c *Controller) Synced() bool { return controller.Synced(c.synced) }

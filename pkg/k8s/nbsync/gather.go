@@ -8,17 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
-
-func hostIndex(obj any) ([]string, error) {
-	es, ok := obj.(*egressv1.EgressService)
-	if !ok {
-		return nil, nil
-	}
-	return []string{es.Status.Host}, nil
-}
 
 // gather reads what translating keys needs from the listers and the NB
 // cache: the EgressServices hosted on those nodes (and Network-mode ones),
@@ -57,7 +50,7 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 		}
 	} else {
 		for h := range hosts {
-			objs, err := c.esIndexer.ByIndex(indexByHost, h)
+			objs, err := c.esIndexer.ByIndex(controller.IndexByHost, h)
 			if err != nil {
 				return in, fmt.Errorf("index egressservices by host: %w", err)
 			}
@@ -74,7 +67,7 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 	for grown := true; grown; {
 		grown = false
 		for _, addr := range c.shared.list() {
-			objs, _ := c.sliceIndex.ByIndex(indexByAddress, addr)
+			objs, _ := c.sliceIndex.ByIndex(controller.IndexByAddress, addr)
 			in := false
 			for _, o := range objs {
 				s := o.(*discoveryv1.EndpointSlice)
@@ -132,7 +125,7 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 }
 
 func (c *Controller) slicesOf(svcKey string) ([]*discoveryv1.EndpointSlice, error) {
-	objs, err := c.sliceIndex.ByIndex(indexByService, svcKey)
+	objs, err := c.sliceIndex.ByIndex(controller.IndexByService, svcKey)
 	if err != nil {
 		return nil, fmt.Errorf("index endpointslices by service: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -35,7 +36,7 @@ func (c *Controller) on(collect func(keySet)) {
 	ks := keySet{}
 	collect(ks)
 	for k := range ks {
-		c.queue.Add(k)
+		c.work.Add(k)
 	}
 }
 
@@ -64,7 +65,7 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 			},
 			DeleteFunc: func(o any) {
 				c.on(func(ks keySet) { c.egressServiceKeys(ks, o) })
-				if es, ok := tombstone[*egressv1.EgressService](o); ok {
+				if es, ok := controller.As[*egressv1.EgressService](o); ok {
 					key := translate.EgressServiceKey(es)
 					c.events.forget(key)
 					c.services.forget(key)
@@ -109,17 +110,8 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 	return nil
 }
 
-// tombstone unwraps a deleted object.
-func tombstone[T any](o any) (T, bool) {
-	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		o = d.Obj
-	}
-	t, ok := o.(T)
-	return t, ok
-}
-
 func (c *Controller) trackShared(o any) {
-	if s, ok := tombstone[*discoveryv1.EndpointSlice](o); ok {
+	if s, ok := controller.As[*discoveryv1.EndpointSlice](o); ok {
 		c.shared.update(c.sliceIndex, s)
 	}
 }
@@ -159,7 +151,7 @@ func (c *Controller) endpointNodes(svcKey string) []string {
 }
 
 func (c *Controller) egressServiceKeys(ks keySet, o any) {
-	if es, ok := tombstone[*egressv1.EgressService](o); ok {
+	if es, ok := controller.As[*egressv1.EgressService](o); ok {
 		ks.add(c.hostKeys(es)...)
 		c.sharingKeys(ks, translate.EgressServiceKey(es))
 	}
@@ -173,7 +165,7 @@ func (c *Controller) sharingKeys(ks keySet, svcKey string) {
 	for _, s := range slices {
 		for _, e := range s.Endpoints {
 			for _, a := range e.Addresses {
-				objs, _ := c.sliceIndex.ByIndex(indexByAddress, a)
+				objs, _ := c.sliceIndex.ByIndex(controller.IndexByAddress, a)
 				for _, o := range objs {
 					other := o.(*discoveryv1.EndpointSlice)
 					name := other.Labels[discoveryv1.LabelServiceName]
@@ -190,7 +182,7 @@ func (c *Controller) sharingKeys(ks keySet, svcKey string) {
 }
 
 func (c *Controller) serviceKeys(ks keySet, o any) {
-	s, ok := tombstone[*corev1.Service](o)
+	s, ok := controller.As[*corev1.Service](o)
 	if !ok {
 		return
 	}
@@ -204,7 +196,7 @@ func (c *Controller) serviceKeys(ks keySet, o any) {
 }
 
 func (c *Controller) sliceKeys(ks keySet, o any) {
-	s, ok := tombstone[*discoveryv1.EndpointSlice](o)
+	s, ok := controller.As[*discoveryv1.EndpointSlice](o)
 	if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
 		return
 	}
@@ -225,7 +217,7 @@ func (c *Controller) sliceKeys(ks keySet, o any) {
 	}
 	for _, e := range s.Endpoints {
 		for _, a := range e.Addresses {
-			objs, _ := c.sliceIndex.ByIndex(indexByAddress, a)
+			objs, _ := c.sliceIndex.ByIndex(controller.IndexByAddress, a)
 			if len(objs) > 1 {
 				c.sharingKeys(ks, s.Namespace+"/"+name)
 				return
@@ -235,7 +227,7 @@ func (c *Controller) sliceKeys(ks keySet, o any) {
 }
 
 func (c *Controller) nodeKeys(ks keySet, o any) {
-	if n, ok := tombstone[*corev1.Node](o); ok {
+	if n, ok := controller.As[*corev1.Node](o); ok {
 		ks.add(translate.NodeKey(n.Name), translate.ClusterKey)
 		if c.cfg.Translate.UnassignedTraffic == translate.UnassignedDrop {
 			ks.add(translate.UnassignedKey)
@@ -323,12 +315,12 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 
 func (c *Controller) enqueueOwned(ids map[string]string) {
 	if k, ok := translate.KeyOf(ids); ok {
-		c.queue.Add(k)
+		c.work.Add(k)
 	}
 }
 
 func (c *Controller) enqueueGR(name string) {
 	if node, ok := strings.CutPrefix(name, "GR_"); ok {
-		c.queue.Add(translate.NodeKey(node))
+		c.work.Add(translate.NodeKey(node))
 	}
 }

@@ -6,6 +6,8 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 )
 
 // sharedAddresses tracks the endpoint addresses that appear in more than
@@ -29,7 +31,7 @@ func (s *sharedAddresses) update(index cache.Indexer, slice *discoveryv1.Endpoin
 	defer s.mu.Unlock()
 	for _, e := range slice.Endpoints {
 		for _, a := range e.Addresses {
-			objs, _ := index.ByIndex(indexByAddress, a)
+			objs, _ := index.ByIndex(controller.IndexByAddress, a)
 			if len(objs) > 1 {
 				s.addrs[a] = true
 			} else {

@@ -2,53 +2,11 @@ package nbsync
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
-
-func (c *Controller) inFlight() int64 { return c.busy.Load() }
-
-// processBatch takes the next dirty key and every other key dirty by then
-// (after the batch window, if any), and syncs them together. A failed batch
-// is retried key by key, so one bad key cannot hold the others back; failed
-// keys are requeued with rate-limited backoff and never dropped.
-func (c *Controller) processBatch(ctx context.Context) bool {
-	first, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	c.busy.Add(1)
-	defer c.busy.Add(-1)
-	keys := []translate.Key{first}
-	if c.cfg.BatchWindow > 0 {
-		select {
-		case <-ctx.Done():
-		case <-time.After(c.cfg.BatchWindow):
-		}
-	}
-	for c.queue.Len() > 0 && len(keys) < c.cfg.MaxBatch {
-		k, shutdown := c.queue.Get()
-		if shutdown {
-			break
-		}
-		keys = append(keys, k)
-	}
-	err := c.sync(ctx, keys)
-	if err != nil && len(keys) > 1 {
-		c.log.WithError(err).WithField("keys", len(keys)).Info("batch failed; retrying key by key")
-		for _, k := range keys {
-			c.finish(k, c.sync(ctx, []translate.Key{k}))
-		}
-		return true
-	}
-	for _, k := range keys {
-		c.finish(k, err)
-	}
-	return true
-}
 
 // standingBack reports (and counts) a sync the standoff forbids to write.
 func (c *Controller) standingBack() bool {
@@ -62,22 +20,6 @@ func (c *Controller) standingBack() bool {
 	c.stats.Blocked++
 	c.statsMu.Unlock()
 	return true
-}
-
-func (c *Controller) finish(k translate.Key, err error) {
-	defer c.queue.Done(k)
-	if err == nil {
-		c.queue.Forget(k)
-		return
-	}
-	c.statsMu.Lock()
-	c.stats.Errors++
-	c.statsMu.Unlock()
-	if errors.Is(err, context.Canceled) {
-		return
-	}
-	c.log.WithError(err).WithField("key", k).WithField("retries", c.queue.NumRequeues(k)).Warn("sync failed; requeued")
-	c.queue.AddRateLimited(k)
 }
 
 // sync converges keys: gather → translate → apply.

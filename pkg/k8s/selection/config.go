@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -51,6 +52,9 @@ type Config struct {
 	// egress-service feature is active: coexist.Detector); EnqueueAll
 	// converges everything once it is over.
 	Standoff Standoff
+	// Work, when set, instruments the worker; Metrics, host selection.
+	Work    *controller.Metrics
+	Metrics *Metrics
 }
 
 // Standoff tells the controllers to write nothing, and why.

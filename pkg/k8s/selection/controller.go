@@ -18,7 +18,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/labels"
@@ -28,13 +28,13 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -72,8 +72,7 @@ type Controller struct {
 	nodeLister corelisters.NodeLister
 	synced     []cache.InformerSynced
 
-	queue  workqueue.TypedRateLimitingInterface[key]
-	busy   atomic.Int64
+	work   *controller.Worker[key]
 	health *health // nil when health checks are off
 	events *events
 
@@ -118,12 +117,15 @@ func New(cfg Config, log *logrus.Entry, kube kubernetes.Interface, egress egress
 		svcLister: svcInf.Lister(), sliceIndex: sliceInf.Informer().GetIndexer(), nodeLister: nodeInf.Lister(),
 		synced: []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced,
 			sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: "selection"}),
 		events: newEvents(recorder, cfg.UnassignedTraffic == translate.UnassignedDrop),
 	}
+	c.work = controller.New(controller.Config[key]{Name: "selection", MaxBatch: cfg.MaxBatch, Metrics: cfg.Work}, c.syncKeys, log)
 	if p := cfg.prober(); p != nil {
 		c.health = newHealth(p, cfg.HealthInterval, cfg.HealthTimeout, log.WithField("part", "health"), c.probeTargets, c.reachabilityChanged)
+		c.health.metrics = cfg.Metrics
+	}
+	if err := cfg.Metrics.collectStates(c); err != nil {
+		return nil, fmt.Errorf("egressservice state metric: %w", err)
 	}
 	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {
 		return nil, err
@@ -136,7 +138,6 @@ func New(cfg Config, log *logrus.Entry, kube kubernetes.Interface, egress egress
 // labels removed), starts the health checks and converges until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
 	c.log.Info("waiting for informer caches")
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
@@ -150,13 +151,8 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.health.run(ctx)
 		}()
 	}
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
 	c.log.WithField("health-checks", c.health != nil).Info("host selection started")
-	for c.processBatch(ctx) {
-	}
+	c.work.Run(ctx)
 	wg.Wait()
 	c.log.Info("host selection stopped")
 	return nil
@@ -165,8 +161,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // repair converges every key once, before anything else runs. Keys that
 // fail go to the queue with backoff.
 func (c *Controller) repair(ctx context.Context) {
-	c.busy.Add(1)
-	defer c.busy.Add(-1)
+	defer c.work.Hold()()
 	var keys []key
 	for _, o := range c.esIndexer.List() {
 		if es, ok := o.(*egressv1.EgressService); ok {
@@ -180,9 +175,7 @@ func (c *Controller) repair(ctx context.Context) {
 	errs, sum := c.sync(ctx, keys)
 	for _, k := range keys {
 		if errs[k] != nil {
-			c.countError()
-			c.log.WithError(errs[k]).WithField("key", k.String()).Warn("startup repair failed for a key; requeued")
-			c.queue.AddRateLimited(k)
+			c.work.Retry(ctx, k, errs[k])
 		}
 	}
 	c.log.WithFields(logrus.Fields{"egressservices": sum.decided, "adopted": sum.adopted, "assigned": sum.assigned,
@@ -194,58 +187,28 @@ func (c *Controller) repair(ctx context.Context) {
 func (c *Controller) EnqueueAll() {
 	for _, o := range c.esIndexer.List() {
 		if es, ok := o.(*egressv1.EgressService); ok {
-			c.queue.Add(key{name: translate.EgressServiceKey(es)})
+			c.work.Add(key{name: translate.EgressServiceKey(es)})
 		}
 	}
 	nodes, _ := c.nodeLister.List(labels.Everything())
 	for _, n := range nodes {
-		c.queue.Add(key{node: true, name: n.Name})
+		c.work.Add(key{node: true, name: n.Name})
 	}
 }
 
-// processBatch takes the next key and every key dirty by then, syncs them
-// together, and requeues each failed key with rate-limited backoff; no key
-// is ever dropped.
-func (c *Controller) processBatch(ctx context.Context) bool {
-	first, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	c.busy.Add(1)
-	defer c.busy.Add(-1)
-	keys := []key{first}
-	for c.queue.Len() > 0 && len(keys) < c.cfg.MaxBatch {
-		k, shutdown := c.queue.Get()
-		if shutdown {
-			break
-		}
-		keys = append(keys, k)
-	}
+// syncKeys is the worker's SyncFunc: each failed key's own error.
+func (c *Controller) syncKeys(ctx context.Context, keys []key) error {
 	errs, _ := c.sync(ctx, keys)
-	for _, k := range keys {
-		c.finish(ctx, k, errs[k])
+	failed := controller.KeyErrors[key]{}
+	for k, err := range errs {
+		if err != nil {
+			failed[k] = err
+		}
 	}
-	return true
-}
-
-func (c *Controller) finish(ctx context.Context, k key, err error) {
-	defer c.queue.Done(k)
-	if err == nil {
-		c.queue.Forget(k)
-		return
+	if len(failed) == 0 {
+		return nil
 	}
-	c.countError()
-	if ctx.Err() != nil {
-		return
-	}
-	c.log.WithError(err).WithField("key", k.String()).WithField("retries", c.queue.NumRequeues(k)).Warn("sync failed; requeued")
-	c.queue.AddRateLimited(k)
-}
-
-func (c *Controller) countError() {
-	c.statsMu.Lock()
-	c.stats.Errors++
-	c.statsMu.Unlock()
+	return failed
 }
 
 // probeTargets are the nodes health checks probe: every node that is
@@ -254,7 +217,7 @@ func (c *Controller) countError() {
 // without them cannot be probed and counts as reachable.
 func (c *Controller) probeTargets(unreachable map[string]bool) map[string][]netip.Addr {
 	names := map[string]bool{}
-	for _, h := range c.esIndexer.ListIndexFuncValues(indexByHost) {
+	for _, h := range c.esIndexer.ListIndexFuncValues(controller.IndexByHost) {
 		if h != "" && h != egressv1.HostAll {
 			names[h] = true
 		}
@@ -295,12 +258,17 @@ func (c *Controller) reachabilityChanged(node string, reachable bool) {
 // Stats returns the counters so far.
 func (c *Controller) Stats() Stats {
 	c.statsMu.Lock()
-	defer c.statsMu.Unlock()
-	return c.stats
+	st := c.stats
+	c.statsMu.Unlock()
+	st.Errors = c.work.Stats().Errors
+	return st
 }
 
 // Idle reports whether no key waits or is being synced.
-func (c *Controller) Idle() bool { return c.queue.Len() == 0 && c.busy.Load() == 0 }
+func (c *Controller) Idle() bool { return c.work.Idle() }
+
+// Stuck returns an error when one sync has run longer than bound.
+func (c *Controller) Stuck(bound time.Duration) error { return c.work.Stuck(bound) }
 
 // HealthRounds counts the probe rounds run so far (0 when health checks are off).
 func (c *Controller) HealthRounds() int {
@@ -309,3 +277,6 @@ func (c *Controller) HealthRounds() int {
 	}
 	return c.health.roundCount()
 }
+
+// Synced reports whether the controller's informers have synced.
+func (c *Controller) Synced() bool { return controller.Synced(c.synced) }

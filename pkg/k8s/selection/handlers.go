@@ -9,36 +9,16 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// Index names of the informers' indexers (the informers are shared with
-// the translation controller, which has its own).
-const (
-	indexByHost    = "selection.byHost"    // EgressServices by status.host ("" included)
-	indexByService = "selection.byService" // EndpointSlices by "namespace/service"
-)
-
 func addIndexers(es, slices cache.SharedIndexInformer) error {
-	err := es.AddIndexers(cache.Indexers{indexByHost: func(obj any) ([]string, error) {
-		e, ok := obj.(*egressv1.EgressService)
-		if !ok {
-			return nil, nil
-		}
-		return []string{e.Status.Host}, nil
-	}})
-	if err != nil {
-		return fmt.Errorf("egressservice indexer: %w", err)
+	if err := controller.AddIndexers(es, controller.IndexByHost); err != nil {
+		return fmt.Errorf("egressservice: %w", err)
 	}
-	err = slices.AddIndexers(cache.Indexers{indexByService: func(obj any) ([]string, error) {
-		s, ok := obj.(*discoveryv1.EndpointSlice)
-		if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
-			return nil, nil
-		}
-		return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
-	}})
-	if err != nil {
-		return fmt.Errorf("endpointslice indexer: %w", err)
+	if err := controller.AddIndexers(slices, controller.IndexByService); err != nil {
+		return fmt.Errorf("endpointslice: %w", err)
 	}
 	return nil
 }
@@ -60,7 +40,7 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 				c.enqueueEgressService(cur, old)
 			},
 			DeleteFunc: func(o any) {
-				if e, ok := tombstone[*egressv1.EgressService](o); ok {
+				if e, ok := controller.As[*egressv1.EgressService](o); ok {
 					c.events.forget(translate.EgressServiceKey(e))
 				}
 				c.enqueueEgressService(o, nil)
@@ -87,7 +67,7 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 			AddFunc:    func(o any) { c.enqueueNode(o, nil) },
 			UpdateFunc: func(old, cur any) { c.enqueueNode(cur, old) },
 			DeleteFunc: func(o any) {
-				if n, ok := tombstone[*corev1.Node](o); ok {
+				if n, ok := controller.As[*corev1.Node](o); ok {
 					c.enqueueHostedOn(n.Name)
 				}
 			},
@@ -101,21 +81,12 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 	return nil
 }
 
-// tombstone unwraps a deleted object.
-func tombstone[T any](o any) (T, bool) {
-	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		o = d.Obj
-	}
-	t, ok := o.(T)
-	return t, ok
-}
-
 func (c *Controller) enqueueEgressService(o, old any) {
-	e, ok := tombstone[*egressv1.EgressService](o)
+	e, ok := controller.As[*egressv1.EgressService](o)
 	if !ok {
 		return
 	}
-	c.queue.Add(key{name: translate.EgressServiceKey(e)})
+	c.work.Add(key{name: translate.EgressServiceKey(e)})
 	c.enqueueNodeLabels(e.Status.Host)
 	if prev, ok := old.(*egressv1.EgressService); ok && prev.Status.Host != e.Status.Host {
 		c.enqueueNodeLabels(prev.Status.Host)
@@ -125,32 +96,32 @@ func (c *Controller) enqueueEgressService(o, old any) {
 // enqueueNodeLabels enqueues a host's labels check (not for "" or ALL).
 func (c *Controller) enqueueNodeLabels(host string) {
 	if host != "" && host != egressv1.HostAll {
-		c.queue.Add(key{node: true, name: host})
+		c.work.Add(key{node: true, name: host})
 	}
 }
 
 // enqueueByName enqueues the EgressService namespace/name if there is one.
 func (c *Controller) enqueueByName(ns, name string) {
 	if _, err := c.esLister.EgressServices(ns).Get(name); err == nil {
-		c.queue.Add(key{name: ns + "/" + name})
+		c.work.Add(key{name: ns + "/" + name})
 	}
 }
 
 func (c *Controller) enqueueService(o any) {
-	if s, ok := tombstone[*corev1.Service](o); ok {
+	if s, ok := controller.As[*corev1.Service](o); ok {
 		c.enqueueByName(s.Namespace, s.Name)
 	}
 }
 
 func (c *Controller) enqueueSlice(o any) {
-	if s, ok := tombstone[*discoveryv1.EndpointSlice](o); ok && s.Labels[discoveryv1.LabelServiceName] != "" {
+	if s, ok := controller.As[*discoveryv1.EndpointSlice](o); ok && s.Labels[discoveryv1.LabelServiceName] != "" {
 		c.enqueueByName(s.Namespace, s.Labels[discoveryv1.LabelServiceName])
 	}
 }
 
 // serviceOf is the "namespace/name" of the Service a slice belongs to.
 func serviceOf(o any) string {
-	if s, ok := tombstone[*discoveryv1.EndpointSlice](o); ok && s.Labels[discoveryv1.LabelServiceName] != "" {
+	if s, ok := controller.As[*discoveryv1.EndpointSlice](o); ok && s.Labels[discoveryv1.LabelServiceName] != "" {
 		return s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
 	}
 	return ""
@@ -159,10 +130,10 @@ func serviceOf(o any) string {
 // enqueueHostedOn enqueues every EgressService whose status.host is host
 // ("" for the unassigned ones).
 func (c *Controller) enqueueHostedOn(host string) {
-	objs, _ := c.esIndexer.ByIndex(indexByHost, host)
+	objs, _ := c.esIndexer.ByIndex(controller.IndexByHost, host)
 	for _, o := range objs {
 		if e, ok := o.(*egressv1.EgressService); ok {
-			c.queue.Add(key{name: translate.EgressServiceKey(e)})
+			c.work.Add(key{name: translate.EgressServiceKey(e)})
 		}
 	}
 }
@@ -175,7 +146,7 @@ func (c *Controller) enqueueHostedOn(host string) {
 // and re-deciding a node's EgressServices at every label patch would be
 // wasted work.
 func (c *Controller) enqueueNode(o, old any) {
-	n, ok := tombstone[*corev1.Node](o)
+	n, ok := controller.As[*corev1.Node](o)
 	if !ok {
 		return
 	}
@@ -188,7 +159,7 @@ func (c *Controller) enqueueNode(o, old any) {
 	otherChanged := !ok || !maps.Equal(ownLabels(prevLabels, false), ownLabels(n.Labels, false))
 	readyChanged := !ok || translate.NodeReady(prev) != translate.NodeReady(n)
 	if ownChanged {
-		c.queue.Add(key{node: true, name: n.Name})
+		c.work.Add(key{node: true, name: n.Name})
 	}
 	if otherChanged || readyChanged {
 		c.enqueueHostedOn(n.Name)

@@ -32,6 +32,8 @@ type health struct {
 	// changed is called when a node's verdict flips.
 	changed func(node string, reachable bool)
 
+	metrics *Metrics
+
 	mu          sync.Mutex
 	unreachable map[string]bool
 	rounds      int
@@ -67,9 +69,13 @@ func (h *health) round(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, h.timeout)
+			start := time.Now()
 			err := h.prober.Probe(pctx, node, addrs)
 			cancel()
 			if ctx.Err() == nil {
+				if !errors.Is(err, ErrLocal) {
+					h.metrics.probed(node, time.Since(start), err)
+				}
 				h.record(node, err)
 			}
 		}()

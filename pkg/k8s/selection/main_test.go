@@ -16,19 +16,16 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
-	egressscheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -97,14 +94,11 @@ func (e *env) start(cfg selection.Config, rc *rest.Config) (*selection.Controlle
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	sch := runtime.NewScheme()
-	if err := egressscheme.AddToScheme(sch); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	recorder, stopEvents, err := controller.NewRecorder(ctx, kc, corev1.EventSource{Component: "ovn-egress-test"})
+	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	bcast := record.NewBroadcaster(record.WithContext(ctx))
-	bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kc.CoreV1().Events("")})
-	recorder := bcast.NewRecorder(sch, corev1.EventSource{Component: "ovn-egress-test"})
 	kubeInf := kubeinformers.NewSharedInformerFactory(kc, 0)
 	egInf := egressinformers.NewSharedInformerFactory(ec, 0)
 	c, err := selection.New(cfg, testLogger(e.t), kc, ec, kubeInf, egInf, recorder)
@@ -132,7 +126,7 @@ func (e *env) start(cfg selection.Config, rc *rest.Config) (*selection.Controlle
 		}
 		kubeInf.Shutdown()
 		egInf.Shutdown()
-		bcast.Shutdown()
+		stopEvents()
 	}
 	e.t.Cleanup(stop)
 	return c, stop

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -87,7 +88,7 @@ func (c *Controller) gather(keys []string) translate.SelectInput {
 		if svc, err := c.svcLister.Services(ns).Get(name); err == nil {
 			in.Services[k] = svc
 		}
-		objs, _ := c.sliceIndex.ByIndex(indexByService, k)
+		objs, _ := c.sliceIndex.ByIndex(controller.IndexByService, k)
 		for _, o := range objs {
 			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
 				in.EndpointSlices[k] = append(in.EndpointSlices[k], s)
@@ -97,7 +98,7 @@ func (c *Controller) gather(keys []string) translate.SelectInput {
 	nodes, _ := c.nodeLister.List(labels.Everything())
 	for _, n := range nodes {
 		in.Nodes[n.Name] = &translate.NodeInfo{Name: n.Name, Ready: translate.NodeReady(n), Labels: n.Labels}
-		objs, _ := c.esIndexer.ByIndex(indexByHost, n.Name)
+		objs, _ := c.esIndexer.ByIndex(controller.IndexByHost, n.Name)
 		for _, o := range objs {
 			if e, ok := o.(*egressv1.EgressService); ok && !batch[translate.EgressServiceKey(e)] && e.Spec.SourceIPBy != egressv1.Network {
 				in.Allocations[n.Name]++
@@ -164,6 +165,7 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 		written[k] = older
 		mu.Unlock()
 		c.events.hostWritten(out, sel)
+		c.cfg.Metrics.hostChanged(sel)
 		c.log.WithFields(map[string]any{"key": k, "from": sel.Current, "to": sel.Host, "why": sel.Why}).Info("host selected")
 	})
 	c.waitObserved(ctx, written)
@@ -199,7 +201,7 @@ func (c *Controller) writeHost(ctx context.Context, es *egressv1.EgressService, 
 			case err != nil:
 				return err
 			case fresh.UID != es.UID || fresh.Generation != es.Generation:
-				c.queue.Add(key{name: k})
+				c.work.Add(key{name: k})
 				return nil
 			}
 			cur = fresh
@@ -263,7 +265,7 @@ func (c *Controller) syncNodeLabels(ctx context.Context, nodes []string, errs *k
 		if err != nil {
 			return // deleted: its labels went with it
 		}
-		objs, _ := c.esIndexer.ByIndex(indexByHost, name)
+		objs, _ := c.esIndexer.ByIndex(controller.IndexByHost, name)
 		var hosted []*egressv1.EgressService
 		for _, o := range objs {
 			if e, ok := o.(*egressv1.EgressService); ok {

@@ -128,9 +128,33 @@ func testSelectorMovesHost(t *testing.T, backend string) {
 	c.expectSource(p1, 15*time.Second, c.nodeAddr("node1"))
 	c.expectSource(p3, 15*time.Second, c.nodeAddr("node3"))
 
+	// Two moves away from a node, both for the selector; the service waits
+	// for an eligible node.
+	c.leaderMetric(2, "ovn_egress_host_changes_total", "cause", "selector")
+	c.leaderMetric(1, "ovn_egress_egressservices", "state", "unassigned", "reason", "NoEligibleNode")
+
 	c.label("node1", "egress", "nowhere")
 	c.host("web", func(h string) bool { return h == "node1" })
 	c.expectSource(p3, 15*time.Second, only(lb))
+	c.leaderMetric(1, "ovn_egress_egressservices", "state", "assigned", "reason", "")
+
+	// A malformed selector is a problem of that object, in its metric: not a
+	// sync error, not a crash.
+	errsBefore := c.leaderSyncErrors()
+	patch := []byte(`[{"op":"replace","path":"/spec/nodeSelector/matchLabels","value":{"a:b":"c&"}}]`)
+	if _, err := kube.Egress.K8sV1().EgressServices(c.ns).Patch(context.Background(), "web", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.host("web", func(h string) bool { return h == "" })
+	c.leaderMetric(1, "ovn_egress_egressservices", "state", "unassigned", "reason", "InvalidNodeSelector")
+	if after := c.leaderSyncErrors(); after != errsBefore {
+		t.Errorf("sync errors %v → %v for a malformed selector", errsBefore, after)
+	}
+	for i, m := range c.masters {
+		if err := m.Exited(); err != nil {
+			t.Errorf("master-%d exited: %v", i, err)
+		}
+	}
 }
 
 // TestFailover: the host stops answering the health probe (its agent dies;
@@ -161,6 +185,11 @@ func testFailover(t *testing.T, backend string, notReady bool) {
 	}
 	moved := c.host("web", func(h string) bool { return anyHost(h) && h != old })
 	t.Logf("host %s → %s after %s", old, moved, time.Since(start).Round(time.Millisecond))
+	cause := "unreachable"
+	if notReady {
+		cause = "not_ready"
+	}
+	c.leaderMetric(1, "ovn_egress_host_changes_total", "cause", cause)
 	c.eventually("reroute to "+moved, 15*time.Second, func() bool { return c.reroutesTo(moved) })
 	c.expectSource(p1, 15*time.Second, only(lb))
 	c.viaHost(p1, moved)

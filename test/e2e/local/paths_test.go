@@ -60,7 +60,7 @@ func (c *cluster) expectBlocked(p *pod, d time.Duration) {
 // pods' traffic through that table on the host (a blackhole there stops
 // it, removing it restores it), still SNATed to the LB IP.
 func TestNetworkTable(t *testing.T) {
-	c := newCluster(t, options{})
+	c := newCluster(t, options{cutsFlows: true})
 	c.table(100)
 	p1 := c.addPod("p1", "node1", 5)
 	lb := c.service("web", 0, p1)
@@ -81,7 +81,7 @@ func TestNetworkTable(t *testing.T) {
 // leaves from its own node through the network's table, with the address
 // the node's masquerade gives it (ovn-kubernetes' rule, emulated here).
 func TestNetworkMode(t *testing.T) {
-	c := newCluster(t, options{})
+	c := newCluster(t, options{cutsFlows: true})
 	c.table(100)
 	for _, n := range c.topo.Nodes {
 		// ovn-kubernetes' local-gateway masquerade of pod traffic leaving the node.

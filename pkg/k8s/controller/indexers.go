@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"fmt"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+)
+
+// The indexers the controllers share, one set of names for every
+// controller on the same informers.
+const (
+	// IndexByHost indexes EgressServices by status.host ("" included).
+	IndexByHost = "ovn-egress.byHost"
+	// IndexByService indexes EndpointSlices by "namespace/service".
+	IndexByService = "ovn-egress.byService"
+	// IndexByAddress indexes EndpointSlices by every endpoint address.
+	IndexByAddress = "ovn-egress.byAddress"
+)
+
+var sharedIndexers = map[string]cache.IndexFunc{
+	IndexByHost: func(obj any) ([]string, error) {
+		es, ok := obj.(*egressv1.EgressService)
+		if !ok {
+			return nil, nil
+		}
+		return []string{es.Status.Host}, nil
+	},
+	IndexByService: func(obj any) ([]string, error) {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+			return nil, nil
+		}
+		return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+	},
+	IndexByAddress: func(obj any) ([]string, error) {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok {
+			return nil, nil
+		}
+		var out []string
+		for _, e := range s.Endpoints {
+			out = append(out, e.Addresses...)
+		}
+		return out, nil
+	},
+}
+
+// AddIndexers adds the named shared indexers to inf, skipping those another
+// controller on the same informer has added already. Call it before the
+// informer starts.
+func AddIndexers(inf cache.SharedIndexInformer, names ...string) error {
+	have := inf.GetIndexer().GetIndexers()
+	add := cache.Indexers{}
+	for _, n := range names {
+		f, ok := sharedIndexers[n]
+		if !ok {
+			return fmt.Errorf("no shared indexer %q", n)
+		}
+		if _, dup := have[n]; !dup {
+			add[n] = f
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	if err := inf.AddIndexers(add); err != nil {
+		return fmt.Errorf("indexers %v: %w", names, err)
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+// Package zone runs the translation of one interconnect zone: the node
+// agent of a zone's node runs it next to its own work (ovn-egress node
+// --zone), converging that zone's NB on the cluster's EgressServices.
+package zone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/observe"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// Config configures the translation a node agent runs for its own
+// interconnect zone, into that zone's NB.
+type Config struct {
+	NB   ovn.ClientConfig
+	Sync nbsync.Config
+	// Node names the agent, for its Events' source.
+	Node string
+	// Observe, when set, gets the NB metrics and the zone's checks.
+	Observe *observe.Server
+}
+
+// Run translates the EgressServices of the cluster into the rows of
+// one zone and converges the zone's NB on them until ctx ends. One runs per
+// zone (next to the node agent), so no leader election.
+func Run(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egressclient.Interface, log *logrus.Entry) error {
+	if cfg.Sync.Zone == "" {
+		return errors.New("zone translation needs a zone name")
+	}
+	if err := cfg.NB.Validate(); err != nil {
+		return fmt.Errorf("zone nb: %w", err)
+	}
+	if cfg.Sync.EventReasons == nil {
+		// Every zone sees the same service problems; only what is this
+		// zone's own is worth an Event from it.
+		cfg.Sync.EventReasons = map[translate.Reason]bool{translate.ReasonTransitAddressMissing: true}
+	}
+	if cfg.Observe != nil {
+		cfg.Observe.Ready("zone", func() error { return errors.New("connecting to the zone's NB") })
+		cfg.Sync.NB = ovn.NewMetrics(cfg.Observe.Registry())
+	}
+	nb, err := ovn.ConnectNB(ctx, cfg.NB, log)
+	if err != nil {
+		return err
+	}
+	defer nb.Close()
+	if cfg.Observe != nil {
+		cfg.Observe.Registry().MustRegister(ovn.NewConnectionCollector(nb))
+	}
+	recorder, stopEvents, err := controller.NewRecorder(ctx, kube, corev1.EventSource{Component: "ovn-egress-zone", Host: cfg.Node})
+	if err != nil {
+		return err
+	}
+	defer stopEvents()
+	det := coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority}, nb,
+		log.WithField("controller", "coexist").WithField("zone", cfg.Sync.Zone), recorder)
+	cfg.Sync.Standoff = det
+	kubeInf := informer.Kube(kube)
+	egInf := informer.Egress(egress, det.ObserveEgressService)
+	if err := det.Watch(egInf.K8s().V1().EgressServices()); err != nil {
+		return err
+	}
+	c, err := nbsync.New(cfg.Sync, log.WithField("controller", "nbsync").WithField("zone", cfg.Sync.Zone), nb, kubeInf, egInf, recorder)
+	if err != nil {
+		return err
+	}
+	det.OnChange(func(cf coexist.Conflict) {
+		if !cf.Active() {
+			c.EnqueueAll()
+		}
+	})
+	if cfg.Observe != nil {
+		cfg.Observe.Ready("zone", func() error {
+			var errs []error
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if err := ovn.Reachable(ctx, nb); err != nil {
+				errs = append(errs, fmt.Errorf("zone NB not connected: %w", err))
+			}
+			if !c.Synced() {
+				errs = append(errs, errors.New("informer caches not synced"))
+			}
+			if cf := det.Conflict(); cf.Active() {
+				errs = append(errs, fmt.Errorf("standing back, writing nothing: %s", cf))
+			}
+			return errors.Join(errs...)
+		})
+		cfg.Observe.Live("zone", func() error { return c.Stuck(controller.StuckBound) })
+	}
+	go det.Run(ctx)
+	kubeInf.Start(ctx.Done())
+	egInf.Start(ctx.Done())
+	defer kubeInf.Shutdown()
+	defer egInf.Shutdown()
+	return c.Run(ctx)
+}

@@ -1,0 +1,68 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+)
+
+// masterMetrics scrapes master replica i (inside the master pod).
+func (c *cluster) masterMetrics(i int) (testenv.Samples, error) {
+	return testenv.ScrapeIn(context.Background(), c.mpod, fmt.Sprintf("http://127.0.0.1:%d/metrics", masterMetricsPort+i))
+}
+
+// agentMetricsOf scrapes node's agent.
+func (c *cluster) agentMetricsOf(node string) (testenv.Samples, error) {
+	return testenv.Scrape(context.Background(), "http://"+c.agentMetrics[node]+"/metrics")
+}
+
+// leaderMetric waits until the lease holder's metric (name, labels) has
+// the value want, and fails the test with the last value seen otherwise.
+func (c *cluster) leaderMetric(want float64, name string, labels ...string) {
+	c.t.Helper()
+	i := c.leaderIndex()
+	var got float64
+	var present bool
+	var err error
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var m testenv.Samples
+		if m, err = c.masterMetrics(i); err == nil {
+			if got, present = m.Get(name, labels...); present && got == want {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Errorf("leader master-%d: %s = %v (present %v, scrape error %v), want %v", i, testenv.Series(name, labels...), got, present, err, want)
+}
+
+// leakGuardDrops reads every live agent's leak-guard counter.
+func (c *cluster) leakGuardDrops() map[string]float64 {
+	out := map[string]float64{}
+	for node := range c.agents {
+		m, err := c.agentMetricsOf(node)
+		if err != nil {
+			c.t.Logf("agent %s: no metrics (%v)", node, err)
+			continue
+		}
+		v, ok := m.Get("ovn_egress_node_leak_guard_dropped_packets_total")
+		if !ok {
+			c.t.Errorf("agent %s: no ovn_egress_node_leak_guard_dropped_packets_total", node)
+		}
+		out[node] = v
+	}
+	return out
+}
+
+// leaderSyncErrors is the lease holder's sync error count, all controllers.
+func (c *cluster) leaderSyncErrors() float64 {
+	c.t.Helper()
+	m, err := c.masterMetrics(c.leaderIndex())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return m.Sum("ovn_egress_controller_sync_errors_total")
+}
