@@ -24,7 +24,7 @@ help: ## list the targets
 build: ## build bin/ovn-egress
 	go build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/ovn-egress ./cmd/ovn-egress
 
-testbin: ## build kube-apiserver, etcd, kubectl and MetalLB (controller, speaker, CRDs) into bin/testbin (cold: ~6 min once)
+testbin: ## build kube-apiserver, etcd, kubectl, MetalLB (controller, speaker, CRDs) and helm into bin/testbin (cold: ~6 min once)
 	./hack/build-testbin.sh
 
 test: testbin build ## run every test against real OVN, kube-apiserver and network namespaces
@@ -51,7 +51,7 @@ demo: ## the product end to end on this machine; DEMO_ARGS=--once exits after sh
 unit: ## fast tests of the pure packages only
 	go test -count=1 ./pkg/translate/... ./pkg/ipfamily/...
 
-generate: ## regenerate pkg/nbdb, pkg/sbdb, the API deepcopy/clients and the CRD
+generate: ## regenerate pkg/nbdb, pkg/sbdb, the API deepcopy/clients, the CRD and dist/ from the Helm chart
 	./hack/update-codegen.sh
 
 verify: ## fail when generated code is stale, code is not gofmt'ed, or go vet complains

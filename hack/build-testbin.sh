@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the test binaries (kube-apiserver, etcd, kubectl; MetalLB's
-# controller and speaker) from the Go module proxy only, pinned by
+# controller and speaker; helm) from the Go module proxy only, pinned by
 # hack/testbin/go.mod + go.sum and hack/metallb/go.mod + go.sum. Go's build cache makes a
 # re-run cheap (seconds), so it always runs `go build` and lets Go decide
 # staleness. A cold build takes about 5-6 minutes once per machine.
@@ -29,3 +29,8 @@ mkdir -p "$OUT/metallb-crds"
 cp "$(go list -m -f '{{.Dir}}' go.universe.tf/metallb)"/config/crd/bases/*.yaml "$OUT/metallb-crds/"
 chmod u+w "$OUT"/metallb-crds/*.yaml
 echo "metallb $(go list -m -f '{{.Version}}' go.universe.tf/metallb)"
+# helm, for the chart's tests (lint, template = dist/, install), pinned by
+# hack/helm/go.mod + go.sum.
+cd "$ROOT/hack/helm"
+go build -o "$OUT/helm" helm.sh/helm/v3/cmd/helm
+"$OUT/helm" version --short

@@ -56,3 +56,6 @@ rm -rf pkg/k8s/client
 # CRD.
 "$TOOLS/controller-gen" crd:crdVersions=v1 paths=./pkg/k8s/apis/... output:crd:artifacts:config=dist/crds
 gofmt -w pkg/nbdb pkg/nbdbext pkg/sbdb pkg/k8s/client pkg/k8s/apis
+
+# dist/'s Deployments, DaemonSets and RBAC from the Helm chart.
+TOOLS_DIR=$TOOLS "$ROOT/hack/render-dist.sh"

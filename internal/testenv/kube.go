@@ -473,3 +473,21 @@ func dnsPrefix(s string, max int) string {
 	}
 	return out
 }
+
+// TestbinPath is another binary of `make testbin` (helm): in $TESTBIN_DIR,
+// or else in <repo root>/bin/testbin; missing, the error says how to build it.
+func TestbinPath(name string) (string, error) {
+	dir := os.Getenv("TESTBIN_DIR")
+	if dir == "" {
+		root, err := repoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "bin", "testbin")
+	}
+	p := filepath.Join(dir, name)
+	if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%w: %s not found in %s; build it with `make testbin` (or point TESTBIN_DIR at it)", errMissing, name, dir)
+	}
+	return p, nil
+}
