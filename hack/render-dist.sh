@@ -32,5 +32,6 @@ render master-rbac.yaml dist/master/rbac.yaml
 render master-deployment.yaml dist/master/deployment.yaml
 render node-rbac.yaml dist/node/rbac.yaml
 render node-daemonset.yaml dist/node/daemonset.yaml
+render node-admission.yaml dist/node/admission.yaml
 render master-deployment.yaml dist/ic/master-deployment.yaml --set mode=ic
 render node-daemonset.yaml dist/ic/node-daemonset.yaml --set mode=ic

@@ -70,8 +70,8 @@ func NewApplier(cfg ApplierConfig, nl Netlink, nft knftables.Interface, sysctl S
 }
 
 // GuardDrops is how many packets the leak guard dropped since its table
-// was created: each would have left the node with a pod address.
-func (a *Applier) GuardDrops(ctx context.Context) (uint64, error) { return guardDrops(ctx, a.nft) }
+// was created, by rule: each would have left the node with a pod address.
+func (a *Applier) GuardDrops(ctx context.Context) (GuardDrops, error) { return guardDrops(ctx, a.nft) }
 
 // ApplyOptions select a phase of an ordered sync.
 type ApplyOptions struct {

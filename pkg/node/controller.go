@@ -139,7 +139,7 @@ func NewController(cfg Config, d Deps, log *logrus.Entry) (*Controller, error) {
 		}
 		c.synced = append(c.synced, h.inf.HasSynced)
 	}
-	err := d.Metrics.collectDrops(func(ctx context.Context) (n uint64, err error) {
+	err := d.Metrics.collectDrops(func(ctx context.Context) (n GuardDrops, err error) {
 		nsErr := d.Namespace.Do(func() error { n, err = d.Applier.GuardDrops(ctx); return nil })
 		return n, errors.Join(nsErr, err)
 	})

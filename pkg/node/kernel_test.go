@@ -169,7 +169,7 @@ func TestNodeKernelApply(t *testing.T) {
 		"type nat hook postrouting priority srcnat - 10; policy accept;",
 		"snat ip to ip saddr map @snat-v4", "snat ip6 to ip6 saddr map @snat-v6",
 		"ip daddr 10.128.0.0/16 return", "ip6 daddr fe00::/16 return", `oifname "ovn-k8s-mp0" return`,
-		"type filter hook postrouting priority srcnat + 10; policy accept;", "ip saddr @snat-v4 counter name \"leak-guard-drops\" drop",
+		"type filter hook postrouting priority srcnat + 10; policy accept;", "ip saddr @snat-v4 counter name \"leak-guard-unsnatted\" drop",
 	} {
 		if !strings.Contains(table, s) {
 			t.Errorf("nft list table inet ovn-egress lacks %q:\n%s", s, table)

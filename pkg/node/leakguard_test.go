@@ -38,30 +38,32 @@ func TestNodeKernelLeakGuard(t *testing.T) {
 	nodeNS.Sysctl(t, "net/netfilter/nf_conntrack_tcp_loose", "0")
 
 	pod4, ext4 := netip.MustParseAddr("10.128.1.5"), netip.MustParseAddr("172.18.0.1")
-	leaked := func(dport uint16) bool {
+	leakedAs := func(dport uint16, flags byte) bool {
 		t.Helper()
 		seen := make(chan bool, 1)
 		go func() { seen <- sniffTCPFrom(t, ext, pod4, dport, 700*time.Millisecond) }()
 		time.Sleep(100 * time.Millisecond)
-		sendLoneACK(t, pod, pod4, ext4, dport)
+		sendTCP(t, pod, pod4, ext4, dport, flags)
 		return <-seen
 	}
-	drops := func() uint64 {
+	leaked := func(dport uint16) bool { return leakedAs(dport, 0x10) } // a lone ACK
+	drops := func() GuardDrops {
 		t.Helper()
-		var n uint64
+		var n GuardDrops
 		if err := k.ns.Do(func() (err error) { n, err = k.a.GuardDrops(context.Background()); return err }); err != nil {
 			t.Fatalf("read the leak guard's counter: %v", err)
 		}
 		return n
 	}
-	if n := drops(); n != 0 {
-		t.Fatalf("leak guard counter %d before any packet", n)
+	if n := drops(); n != (GuardDrops{}) {
+		t.Fatalf("leak guard counters %+v before any packet", n)
 	}
 	if leaked(7001) {
 		t.Fatalf("an invalid packet left the node with the pod address despite the leak guard")
 	}
-	if n := drops(); n != 1 {
-		t.Errorf("leak guard counter %d after one dropped packet, want 1", n)
+	// A lone ACK is conntrack-invalid: counted as such, not as unsnatted.
+	if n := drops(); n != (GuardDrops{Invalid: 1}) {
+		t.Errorf("leak guard counters %+v after one dropped invalid packet, want Invalid 1", n)
 	}
 	// Without the guard the same packet leaks: the test would notice.
 	nodeNS.MustRun(t, "nft", "flush", "chain", "inet", TableName, guardChain)
@@ -76,17 +78,31 @@ func TestNodeKernelLeakGuard(t *testing.T) {
 		t.Errorf("the repaired leak guard lets the invalid packet out")
 	}
 	// The rewritten chain counts on: the counter is an object of its own.
-	if n := drops(); n != 2 {
-		t.Errorf("leak guard counter %d after the chain's repair and a second drop, want 2", n)
+	if n := drops(); n != (GuardDrops{Invalid: 2}) {
+		t.Errorf("leak guard counters %+v after the chain's repair and a second drop, want Invalid 2", n)
 	}
-	if table := nodeNS.MustRun(t, "nft", "list", "table", "inet", TableName); !strings.Contains(table, "ip saddr @snat-v4 counter name \"leak-guard-drops\" drop") {
+	if table := nodeNS.MustRun(t, "nft", "list", "table", "inet", TableName); !strings.Contains(table, "ip saddr @snat-v4 counter name \"leak-guard-unsnatted\" drop") {
 		t.Errorf("guard rule missing after repair:\n%s", table)
+	}
+	// A new connection's SYN is tracked; with the SNAT chain emptied by
+	// hand it would leave unrewritten: the guard drops it, counted apart.
+	nodeNS.MustRun(t, "nft", "flush", "chain", "inet", TableName, snatChain)
+	if leakedAs(7004, 0x02) {
+		t.Errorf("a SYN of a served endpoint without its SNAT left the node")
+	}
+	if n := drops(); n != (GuardDrops{Invalid: 2, Unsnatted: 1}) {
+		t.Errorf("leak guard counters %+v after an unSNATed SYN, want Invalid 2, Unsnatted 1", n)
 	}
 }
 
 // sendLoneACK sends one TCP ACK (no connection behind it) from ns through a
 // raw socket; the kernel adds the IP header.
 func sendLoneACK(t *testing.T, ns *testenv.NetNS, src, dst netip.Addr, dport uint16) {
+	sendTCP(t, ns, src, dst, dport, 0x10)
+}
+
+// sendTCP sends one TCP segment with flags from ns through a raw socket.
+func sendTCP(t *testing.T, ns *testenv.NetNS, src, dst netip.Addr, dport uint16, flags byte) {
 	t.Helper()
 	seg := make([]byte, 20)
 	binary.BigEndian.PutUint16(seg[0:], 40000)
@@ -94,7 +110,7 @@ func sendLoneACK(t *testing.T, ns *testenv.NetNS, src, dst netip.Addr, dport uin
 	binary.BigEndian.PutUint32(seg[4:], 12345)
 	binary.BigEndian.PutUint32(seg[8:], 67890)
 	seg[12] = 5 << 4 // data offset
-	seg[13] = 0x10   // ACK
+	seg[13] = flags
 	binary.BigEndian.PutUint16(seg[14:], 64240)
 	binary.BigEndian.PutUint16(seg[16:], tcpChecksum(src, dst, seg))
 	err := ns.Do(func() error {

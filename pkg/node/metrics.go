@@ -13,9 +13,10 @@ import (
 type Metrics struct {
 	rules, snat, services prometheus.Gauge
 	applyErrors           prometheus.Counter
+	reportLag             prometheus.Histogram
 	drops                 *prometheus.Desc
-	// readDrops reads the leak guard's counter (set by the controller).
-	readDrops func(context.Context) (uint64, error)
+	// readDrops reads the leak guard's counters (set by the controller).
+	readDrops func(context.Context) (GuardDrops, error)
 	reg       prometheus.Registerer
 }
 
@@ -31,11 +32,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "EgressServices this node reports ready (programmed here)."}),
 		applyErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "ovn_egress_node_apply_errors_total",
 			Help: "Applies of the node plan (ip rules, nftables, sysctls) that failed; each is retried."}),
+		reportLag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ovn_egress_node_report_lag_seconds",
+			Help:    "From the start of a sync to its changed readiness report written on the Node (the master reroutes after it).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		drops: prometheus.NewDesc("ovn_egress_node_leak_guard_dropped_packets_total",
-			"Packets the leak guard dropped because they would have left the node with a pod address (read from the nftables counter leak-guard-drops); anything above 0 is worth an alert.", nil, nil),
+			"Packets the leak guard dropped because they would have left the node with a pod address, by reason: not_snatted (a served endpoint's packet no SNAT rewrote: always worth an alert) or conntrack_invalid (a pod's packet conntrack did not track: the remains of connections that moved host or lost their route). Read from the nftables counters leak-guard-unsnatted and leak-guard-invalid.",
+			[]string{"reason"}, nil),
 		reg: reg,
 	}
-	reg.MustRegister(m.rules, m.snat, m.services, m.applyErrors)
+	reg.MustRegister(m.rules, m.snat, m.services, m.applyErrors, m.reportLag)
 	return m
 }
 
@@ -52,8 +57,15 @@ func (m *Metrics) applied(res Result, ready int, err error) {
 	}
 }
 
-// collectDrops starts collecting the leak guard's counter through read.
-func (m *Metrics) collectDrops(read func(context.Context) (uint64, error)) error {
+// reported records a readiness report written d after its sync began.
+func (m *Metrics) reported(d time.Duration) {
+	if m != nil {
+		m.reportLag.Observe(d.Seconds())
+	}
+}
+
+// collectDrops starts collecting the leak guard's counters through read.
+func (m *Metrics) collectDrops(read func(context.Context) (GuardDrops, error)) error {
 	if m == nil {
 		return nil
 	}
@@ -75,5 +87,6 @@ func (d dropCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(d.m.drops, err)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(d.m.drops, prometheus.CounterValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(d.m.drops, prometheus.CounterValue, float64(n.Unsnatted), "not_snatted")
+	ch <- prometheus.MustNewConstMetric(d.m.drops, prometheus.CounterValue, float64(n.Invalid), "conntrack_invalid")
 }

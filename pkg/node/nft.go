@@ -29,13 +29,14 @@ import (
 //	    snat ip to ip saddr map @snat-v4
 //	    snat ip6 to ip6 saddr map @snat-v6
 //	  }
-//	  counter leak-guard-drops {}  # every drop below; kept across chain rewrites
+//	  counter leak-guard-invalid {}    # the drops below, by rule; named
+//	  counter leak-guard-unsnatted {}  # counters survive chain rewrites
 //	  chain leak-guard {  # filter, postrouting, priority srcnat+10
 //	    (the same three returns)
-//	    ct state invalid ip saddr { <cluster subnets> } counter name "leak-guard-drops" drop   # skipped every NAT
-//	    ct state invalid ip6 saddr { <cluster subnets> } counter name "leak-guard-drops" drop
-//	    ip saddr @snat-v4 counter name "leak-guard-drops" drop    # an endpoint that was not SNATed
-//	    ip6 saddr @snat-v6 counter name "leak-guard-drops" drop
+//	    ct state invalid ip saddr { <cluster subnets> } counter name "leak-guard-invalid" drop   # skipped every NAT
+//	    ct state invalid ip6 saddr { <cluster subnets> } counter name "leak-guard-invalid" drop
+//	    ip saddr @snat-v4 counter name "leak-guard-unsnatted" drop    # an endpoint that was not SNATed
+//	    ip6 saddr @snat-v6 counter name "leak-guard-unsnatted" drop
 //	  }
 //	}
 //
@@ -56,10 +57,13 @@ const (
 	TableName  = "ovn-egress"
 	snatChain  = "pod-snat"
 	guardChain = "leak-guard"
-	// guardCounter counts the leak guard's drops: a packet that would have
-	// left the node with a pod address. It is a named counter, so rewriting
-	// the chain does not reset it.
-	guardCounter   = "leak-guard-drops"
+	// The leak guard's drops, each a packet that would have left the node
+	// with a pod address, are counted by rule in named counters (rewriting
+	// the chain does not reset them): conntrack-invalid packets of pods —
+	// the remains of a connection that moved host or lost its route — and
+	// packets of a served endpoint that no SNAT rewrote.
+	guardInvalid   = "leak-guard-invalid"
+	guardUnsnatted = "leak-guard-unsnatted"
 	doNotSNATMark  = "0x3f0"
 	tableComment   = "owned by ovn-egress node agent; changes are overwritten"
 	snatPriority   = knftables.BaseChainPriority("srcnat-10")
@@ -84,8 +88,8 @@ func nftMatch(f ipfamily.Family) string {
 	return "ip"
 }
 
-// guardDrop ends every drop rule of the leak guard.
-const guardDrop = `counter name "` + guardCounter + `" drop`
+// guardDrop ends a drop rule of the leak guard, counted in counter.
+func guardDrop(counter string) string { return `counter name "` + counter + `" drop` }
 
 // chainRule is one rule of a chain with the comment that identifies it.
 type chainRule struct{ text, comment string }
@@ -143,13 +147,13 @@ func chainRules(mgmtPort string, noSNAT []netip.Prefix, nodeIPs []netip.Addr) (s
 		}
 		if len(ps) > 0 {
 			guard = append(guard, mk("invalid-from-cluster-"+string(f),
-				fmt.Sprintf("ct state invalid %s saddr { %s } %s", nftMatch(f), strings.Join(ps, ", "), guardDrop)))
+				fmt.Sprintf("ct state invalid %s saddr { %s } %s", nftMatch(f), strings.Join(ps, ", "), guardDrop(guardInvalid))))
 		}
 	}
 	for _, f := range ipfamily.All {
 		m := nftMatch(f)
 		snat = append(snat, mk("snat-"+string(f), fmt.Sprintf("snat %s to %s saddr map @%s", m, m, snatMap(f))))
-		guard = append(guard, mk("unsnatted-"+string(f), fmt.Sprintf("%s saddr @%s %s", m, snatMap(f), guardDrop)))
+		guard = append(guard, mk("unsnatted-"+string(f), fmt.Sprintf("%s saddr @%s %s", m, snatMap(f), guardDrop(guardUnsnatted))))
 	}
 	return snat, guard
 }
@@ -257,7 +261,8 @@ func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, m
 			Comment: knftables.PtrTo("endpoint -> SNAT address; element comments name the EgressService")})
 	}
 	// Adding an existing counter keeps its value.
-	p.adds.Add(&knftables.Counter{Name: guardCounter, Comment: knftables.PtrTo("packets the leak guard dropped")})
+	p.adds.Add(&knftables.Counter{Name: guardInvalid, Comment: knftables.PtrTo("conntrack-invalid pod packets the leak guard dropped")})
+	p.adds.Add(&knftables.Counter{Name: guardUnsnatted, Comment: knftables.PtrTo("packets of served endpoints no SNAT rewrote, dropped")})
 	for _, c := range chains {
 		var comments []string
 		for _, r := range c.rules {
@@ -298,20 +303,36 @@ func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, m
 	return p
 }
 
-// guardDrops reads the leak guard's drop counter (0 while the table or the
+// GuardDrops are the leak guard's drop counters.
+type GuardDrops struct {
+	// Invalid: conntrack-invalid packets from a pod subnet (a connection
+	// that moved host or lost its route sends a few).
+	Invalid uint64
+	// Unsnatted: packets of a served endpoint that left without its SNAT.
+	Unsnatted uint64
+}
+
+// guardDrops reads the leak guard's counters (0 while the table or a
 // counter does not exist yet).
-func guardDrops(ctx context.Context, nft knftables.Interface) (uint64, error) {
+func guardDrops(ctx context.Context, nft knftables.Interface) (GuardDrops, error) {
+	var d GuardDrops
 	cs, err := nft.ListCounters(ctx)
 	if knftables.IsNotFound(err) {
-		return 0, nil
+		return d, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("list counters: %w", err)
+		return d, fmt.Errorf("list counters: %w", err)
 	}
 	for _, c := range cs {
-		if c.Name == guardCounter && c.Packets != nil {
-			return *c.Packets, nil
+		if c.Packets == nil {
+			continue
+		}
+		switch c.Name {
+		case guardInvalid:
+			d.Invalid = *c.Packets
+		case guardUnsnatted:
+			d.Unsnatted = *c.Packets
 		}
 	}
-	return 0, nil
+	return d, nil
 }

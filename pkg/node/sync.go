@@ -48,6 +48,9 @@ func (c *Controller) sync(ctx context.Context) error {
 		c.d.Metrics.applied(res, len(ready), applyErr)
 	}
 	published, err := c.publish(ctx, ready)
+	if published {
+		c.d.Metrics.reported(time.Since(start))
+	}
 	if err = errors.Join(applyErr, err); err != nil {
 		return err
 	}
@@ -69,6 +72,9 @@ func (c *Controller) sync(ctx context.Context) error {
 	ready = plan.ReportReached(res2.Reached)
 	c.d.Metrics.applied(res2, len(ready), applyErr)
 	published2, err := c.publish(ctx, ready)
+	if published2 {
+		c.d.Metrics.reported(time.Since(start))
+	}
 	c.emitProblems(append(plan.Problems, c.routeProblems(plan)...))
 	fields := logrus.Fields{"services": len(plan.Services), "ready": len(ready), "rules": len(plan.Desired.Rules),
 		"snat": len(plan.Desired.SNAT), "added": res.Added + res2.Added, "deleted": res2.Deleted,

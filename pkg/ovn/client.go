@@ -21,6 +21,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/ovn-kubernetes/libovsdb/client"
 	"github.com/ovn-kubernetes/libovsdb/model"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
@@ -42,6 +43,11 @@ type ClientConfig struct {
 	// InactivityProbe, when set, echoes the server after this much silence and
 	// reconnects when it does not answer.
 	InactivityProbe time.Duration
+	// Registry, when set, gets libovsdb's own client metrics as
+	// ovn_egress_nb_client_* (disconnects_total counts every lost
+	// connection, a RAFT leader change among them: the client is
+	// leader-only).
+	Registry prometheus.Registerer
 }
 
 // ParseAddresses splits a comma-separated --nb-address value and checks each
@@ -220,6 +226,9 @@ func clientOptions(cfg ClientConfig, log *logrus.Entry, reconnect bool) ([]clien
 	if reconnect {
 		opts = append(opts, client.WithReconnect(timeout, bo))
 	}
+	if reconnect && cfg.Registry != nil {
+		opts = append(opts, client.WithMetricsRegistryNamespaceSubsystem(replacing{cfg.Registry}, "ovn_egress", "nb_client"))
+	}
 	if reconnect && cfg.InactivityProbe > 0 {
 		opts = append(opts, client.WithInactivityCheck(cfg.InactivityProbe, timeout, bo))
 	}
@@ -282,5 +291,18 @@ func ConnectNB(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (client
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+// replacing registers collectors in place of earlier ones with the same
+// descriptors: every connection attempt of ConnectNB builds a new libovsdb
+// client, and each registers its metrics; the one that connected is the one
+// that stays.
+type replacing struct{ prometheus.Registerer }
+
+func (r replacing) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		r.Unregister(c)
+		r.Registerer.MustRegister(c)
 	}
 }

@@ -152,14 +152,15 @@ func (b *bench) agentLimit(name string, want translate.NodeState) (ipTook, nftTo
 	fmt.Fprintf(&nft, "add table %s { comment \"owned by ovn-egress node agent; changes are overwritten\" ; }\n", t)
 	fmt.Fprintf(&nft, "add map %s snat-v4 { type ipv4_addr : ipv4_addr ; comment \"endpoint -> SNAT address\" ; }\n", t)
 	fmt.Fprintf(&nft, "add map %s snat-v6 { type ipv6_addr : ipv6_addr ; comment \"endpoint -> SNAT address\" ; }\n", t)
-	fmt.Fprintf(&nft, "add counter %s leak-guard-drops\n", t)
+	fmt.Fprintf(&nft, "add counter %s leak-guard-invalid\n", t)
+	fmt.Fprintf(&nft, "add counter %s leak-guard-unsnatted\n", t)
 	var nosnat []string
 	for _, p := range want.NoSNAT {
 		nosnat = append(nosnat, p.String())
 	}
 	for _, c := range []struct{ name, typ, prio, last4, last6 string }{
 		{"pod-snat", "nat", "srcnat - 10", "snat ip to ip saddr map @snat-v4", "snat ip6 to ip6 saddr map @snat-v6"},
-		{"leak-guard", "filter", "srcnat + 10", "ip saddr @snat-v4 counter name \"leak-guard-drops\" drop", "ip6 saddr @snat-v6 counter name \"leak-guard-drops\" drop"},
+		{"leak-guard", "filter", "srcnat + 10", "ip saddr @snat-v4 counter name \"leak-guard-unsnatted\" drop", "ip6 saddr @snat-v6 counter name \"leak-guard-unsnatted\" drop"},
 	} {
 		fmt.Fprintf(&nft, "add chain %s %s { type %s hook postrouting priority %s ; policy accept ; }\n", t, c.name, c.typ, c.prio)
 		for _, rule := range []string{"meta mark 0x3f0 return", `oifname "ovn-k8s-mp0" return`,

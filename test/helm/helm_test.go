@@ -86,6 +86,7 @@ func TestChartRendersDist(t *testing.T) {
 		{"master-deployment.yaml", "../../dist/master/deployment.yaml", nil},
 		{"node-rbac.yaml", "../../dist/node/rbac.yaml", nil},
 		{"node-daemonset.yaml", "../../dist/node/daemonset.yaml", nil},
+		{"node-admission.yaml", "../../dist/node/admission.yaml", nil},
 		{"master-deployment.yaml", "../../dist/ic/master-deployment.yaml", []string{"--set", "mode=ic"}},
 		{"node-daemonset.yaml", "../../dist/ic/node-daemonset.yaml", []string{"--set", "mode=ic"}},
 	} {

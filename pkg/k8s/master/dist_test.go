@@ -6,9 +6,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // TestDistManifestsApply: every manifest in dist/ (central and
@@ -64,4 +69,109 @@ func checkProbes(t *testing.T, set string, c corev1.Container) {
 			t.Errorf("%s %s: %s probe %+v, want GET %s on port metrics", set, c.Name, pr.what, pr.p, pr.path)
 		}
 	}
+}
+
+// TestNodeAgentChangesOnlyItsOwnNode: with dist/node's admission policy, an
+// agent token bound to a pod on node A may write A's readiness report and
+// nothing else — not B's report, not A's labels, another annotation, spec
+// or status — and a token bound to no pod (no node claim) may write none.
+func TestNodeAgentChangesOnlyItsOwnNode(t *testing.T) {
+	ctx := context.Background()
+	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/node"); err != nil {
+		t.Fatal(err)
+	}
+	const ns, sa = "ovn-egress", "ovn-egress-node"
+	for _, n := range []string{"vap-a", "vap-b"} {
+		_, err := kube.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n,
+			Annotations: map[string]string{"other.example/x": "1"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = kube.Client.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{}) })
+	}
+	// The agent's pod on vap-a (no kubelet runs it: the token only needs it
+	// to exist) and a token bound to it, as the kubelet mounts one.
+	pod, err := kube.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agent-vap-a"},
+		Spec: corev1.PodSpec{NodeName: "vap-a", ServiceAccountName: sa,
+			Containers: []corev1.Container{{Name: "node", Image: "ovn-egress"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Client.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}) })
+	expiry := int64(3600)
+	tr, err := kube.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: &expiry, BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentA := clientWithToken(t, tr.Status.Token)
+	unbound, err := kube.ServiceAccountConfig(ctx, ns, sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentNoNode, err := kubernetes.NewForConfig(unbound)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	patch := func(c kubernetes.Interface, node, body string, sub ...string) error {
+		_, err := c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(body), metav1.PatchOptions{}, sub...)
+		return err
+	}
+	report := func(v string) string { return `{"metadata":{"annotations":{"ovn-egress.io/programmed":"` + v + `"}}}` }
+	// The policy takes effect within a moment of its creation: wait until
+	// the first refusal shows, then check every case.
+	deadline := time.Now().Add(20 * time.Second)
+	for patch(agentA, "vap-b", report("{}")) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("node A's agent may still write node B's report 20 s after the policy was applied")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := patch(agentA, "vap-a", report(`{\"ns/web\":{}}`)); err != nil {
+		t.Errorf("node A's agent cannot write its own report: %v", err)
+	}
+	for _, c := range []struct {
+		what, node, body string
+		sub              []string
+		client           kubernetes.Interface
+	}{
+		{"node B's report", "vap-b", report("{}"), nil, agentA},
+		{"its own labels", "vap-a", `{"metadata":{"labels":{"egress":"yes"}}}`, nil, agentA},
+		{"another annotation", "vap-a", `{"metadata":{"annotations":{"other.example/x":"2"}}}`, nil, agentA},
+		{"removing another annotation", "vap-a", `{"metadata":{"annotations":{"other.example/x":null}}}`, nil, agentA},
+		{"its spec", "vap-a", `{"spec":{"unschedulable":true}}`, nil, agentA},
+		// Status is refused by RBAC already (no nodes/status); the policy
+		// refuses it too, should RBAC ever grant it.
+		{"its status", "vap-a", `{"status":{"conditions":[{"type":"Ready","status":"False"}]}}`, []string{"status"}, agentA},
+		{"a report with a token bound to no pod", "vap-a", report("{}"), nil, agentNoNode},
+	} {
+		err := patch(c.client, c.node, c.body, c.sub...)
+		by := "ValidatingAdmissionPolicy 'ovn-egress-node'"
+		if c.sub != nil {
+			by = `cannot patch resource "nodes/status"`
+		}
+		if err == nil || !strings.Contains(err.Error(), by) {
+			t.Errorf("%s: %v, want refused by %s", c.what, err, by)
+		}
+	}
+	n, err := kube.Client.CoreV1().Nodes().Get(ctx, "vap-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Annotations["ovn-egress.io/programmed"] != `{"ns/web":{}}` || n.Annotations["other.example/x"] != "1" || len(n.Labels) != 0 || n.Spec.Unschedulable {
+		t.Errorf("node A after the refusals: annotations %v, labels %v, unschedulable %v", n.Annotations, n.Labels, n.Spec.Unschedulable)
+	}
+}
+
+func clientWithToken(t *testing.T, token string) kubernetes.Interface {
+	t.Helper()
+	cfg := rest.AnonymousClientConfig(kube.Config)
+	cfg.BearerToken = token
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

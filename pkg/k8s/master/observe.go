@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ovn-kubernetes/libovsdb/client"
@@ -23,10 +25,13 @@ func instrument(cfg *Config, obs *observe.Server) prometheus.Gauge {
 	}
 	obs.Ready("master", func() error { return errors.New("starting") })
 	reg := obs.Registry()
+	cfg.NB.Registry = reg
 	work := controller.NewMetrics(reg)
 	cfg.Sync.Work, cfg.Select.Work = work, work
 	cfg.Sync.NB = ovn.NewMetrics(reg)
 	cfg.Select.Metrics = selection.NewMetrics(reg)
+	fo := newFailovers(reg)
+	cfg.Select.Failovers, cfg.Sync.Failovers = fo, fo
 	leader := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ovn_egress_master_leader",
 		Help: "1 while this replica holds the Lease and runs the controllers."})
 	reg.MustRegister(leader)
@@ -84,4 +89,63 @@ func (m *Master) setLeader(on bool) {
 		v = 1
 	}
 	m.leader.Set(v)
+}
+
+// failovers times each drained service from its dead host's last answered
+// probe to the NB transaction that put its endpoints into the new host's
+// rows: the part of a failover ovn-egress controls (what follows is OVN
+// and the announcer).
+type failovers struct {
+	seconds prometheus.Histogram
+
+	mu      sync.Mutex
+	pending map[string]failover // by service
+	n       atomic.Int64        // len(pending), read without the lock
+}
+
+type failover struct {
+	to    string
+	since time.Time
+}
+
+func newFailovers(reg prometheus.Registerer) *failovers {
+	f := &failovers{pending: map[string]failover{}, seconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ovn_egress_failover_seconds",
+		Help:    "From an unreachable host's last answered probe to its services' NB rows repointed to the new host, per service.",
+		Buckets: []float64{0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30},
+	})}
+	reg.MustRegister(f.seconds)
+	return f
+}
+
+// Drained implements selection.Failovers.
+func (f *failovers) Drained(service, to string, lastGood time.Time) {
+	if lastGood.IsZero() {
+		return // never answered: nothing to time from
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, p := range f.pending {
+		if time.Since(p.since) > 10*time.Minute { // its rows never came (the service went)
+			delete(f.pending, k)
+		}
+	}
+	f.pending[service] = failover{to: to, since: lastGood}
+	f.n.Store(int64(len(f.pending)))
+}
+
+// Pending implements nbsync.Failovers.
+func (f *failovers) Pending() bool { return f.n.Load() > 0 }
+
+// Repointed implements nbsync.Failovers.
+func (f *failovers) Repointed(service, host string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.pending[service]
+	if !ok || p.to != host {
+		return
+	}
+	f.seconds.Observe(time.Since(p.since).Seconds())
+	delete(f.pending, service)
+	f.n.Store(int64(len(f.pending)))
 }

@@ -15,7 +15,7 @@ import (
 // and its NB is connected, 503 naming the NB while the NB is down, and 200
 // again after the NB returns — a standby's too (ready to take the Lease).
 // /metrics follows: ovn_egress_nb_connected, ovn_egress_master_leader, and
-// the NB transactions of the rows written.
+// the NB transactions of the rows written, libovsdb's disconnects.
 func TestReadinessFollowsNB(t *testing.T) {
 	c := newCluster(t)
 	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
@@ -103,5 +103,8 @@ func TestReadinessFollowsNB(t *testing.T) {
 	}
 	for _, base := range []string{leader, standby} {
 		waitReady(base, 200, "ok")
+		if v, _ := metric(base, "ovn_egress_nb_client_disconnects_total*"); v < 1 {
+			t.Errorf("%s: ovn_egress_nb_client_disconnects_total = %v after the NB restarted, want ≥ 1", base, v)
+		}
 	}
 }

@@ -65,6 +65,17 @@ type Config struct {
 	// Work, when set, instruments the worker; NB, the NB transactions.
 	Work *controller.Metrics
 	NB   *ovn.Metrics
+	// Failovers, when set, is told when a drained service's endpoints are
+	// written into its new host's rows.
+	Failovers Failovers
+}
+
+// Failovers follows services drained off a dead host.
+type Failovers interface {
+	// Pending reports whether any drained service waits for its rows.
+	Pending() bool
+	// Repointed says the service's endpoints are in host's rows in NB.
+	Repointed(service, host string)
 }
 
 // Standoff tells the controllers to write nothing, and why.

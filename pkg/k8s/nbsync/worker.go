@@ -3,6 +3,7 @@ package nbsync
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -59,6 +60,9 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 		return err
 	}
 	c.events.record(c.esLister, in, desired.Problems)
+	if st.Changes > 0 && c.cfg.Failovers != nil && c.cfg.Failovers.Pending() {
+		repointed(c.cfg.Failovers, &in, desired)
+	}
 	if st.Changes > 0 {
 		c.log.WithField("keys", len(keys)).WithField("services", len(in.EgressServices)).WithField("changes", st.Changes).
 			WithField("transactions", st.Transactions).WithField("gather", gathered.Sub(start).Round(time.Microsecond)).
@@ -67,4 +71,40 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 			WithField("apply", time.Since(translated).Round(time.Microsecond)).Debug("nb rows converged")
 	}
 	return nil
+}
+
+// repointed tells f of every service of in whose endpoints are now in its
+// host's rows (an address set or a NAT row of the host's key).
+func repointed(f Failovers, in *translate.Input, desired *translate.Desired) {
+	for _, es := range in.EgressServices {
+		host := es.Status.Host
+		rows := desired.Rows[translate.NodeKey(host)]
+		if host == "" || rows == nil {
+			continue
+		}
+		k := translate.EgressServiceKey(es)
+		eps, ok := in.Endpoints[k]
+		if !ok {
+			if svc := in.Services[k]; svc != nil {
+				eps = translate.ServiceEndpoints(svc, in.EndpointSlices[k], in.Config.ClusterSubnets)
+			}
+		}
+		if len(eps) > 0 && hasAddress(rows, eps[0].IP.String()) {
+			f.Repointed(k, host)
+		}
+	}
+}
+
+func hasAddress(rows *translate.Rows, ip string) bool {
+	for _, s := range rows.AddressSets {
+		if slices.Contains(s.Addresses, ip) {
+			return true
+		}
+	}
+	for _, n := range rows.NATs {
+		if n.LogicalIP == ip {
+			return true
+		}
+	}
+	return false
 }

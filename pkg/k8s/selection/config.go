@@ -55,6 +55,14 @@ type Config struct {
 	// Work, when set, instruments the worker; Metrics, host selection.
 	Work    *controller.Metrics
 	Metrics *Metrics
+	// Failovers, when set, is told of every service drained off an
+	// unreachable host, with that host's last answered probe.
+	Failovers Failovers
+}
+
+// Failovers follows drained services until their rows are repointed.
+type Failovers interface {
+	Drained(service, to string, lastGood time.Time)
 }
 
 // Standoff tells the controllers to write nothing, and why.

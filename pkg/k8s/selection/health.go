@@ -36,13 +36,14 @@ type health struct {
 
 	mu          sync.Mutex
 	unreachable map[string]bool
+	lastGood    map[string]time.Time // the last answered probe of each node
 	rounds      int
 }
 
 func newHealth(p Prober, interval, timeout time.Duration, log *logrus.Entry,
 	targets func(map[string]bool) map[string][]netip.Addr, changed func(string, bool)) *health {
 	return &health{prober: p, interval: interval, timeout: timeout, log: log, targets: targets, changed: changed,
-		unreachable: map[string]bool{}}
+		unreachable: map[string]bool{}, lastGood: map[string]time.Time{}}
 }
 
 // run probes until ctx ends.
@@ -91,6 +92,11 @@ func (h *health) round(ctx context.Context) {
 			gone = append(gone, n)
 		}
 	}
+	for n := range h.lastGood {
+		if _, ok := targets[n]; !ok {
+			delete(h.lastGood, n)
+		}
+	}
 	h.rounds++
 	h.mu.Unlock()
 	for _, n := range gone {
@@ -105,6 +111,7 @@ func (h *health) record(node string, err error) {
 	switch {
 	case err == nil:
 		delete(h.unreachable, node)
+		h.lastGood[node] = time.Now()
 	case errors.Is(err, ErrLocal):
 		h.mu.Unlock()
 		log.WithError(err).Warn("health probe failed on this machine; verdict unchanged")
@@ -122,6 +129,13 @@ func (h *health) record(node string, err error) {
 		log.Info("node reachable again")
 		h.changed(node, true)
 	}
+}
+
+// lastAnswered is node's last answered probe (zero when none).
+func (h *health) lastAnswered(node string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lastGood[node]
 }
 
 // snapshot returns the nodes now unreachable.

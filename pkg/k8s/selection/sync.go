@@ -166,6 +166,9 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 		mu.Unlock()
 		c.events.hostWritten(out, sel)
 		c.cfg.Metrics.hostChanged(sel)
+		if sel.Cause == translate.CauseUnreachable && c.cfg.Failovers != nil && c.health != nil && sel.Host != "" {
+			c.cfg.Failovers.Drained(k, sel.Host, c.health.lastAnswered(sel.Current))
+		}
 		c.log.WithFields(map[string]any{"key": k, "from": sel.Current, "to": sel.Host, "why": sel.Why}).Info("host selected")
 	})
 	c.waitObserved(ctx, written)

@@ -52,6 +52,7 @@ func Run(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egre
 	if cfg.Observe != nil {
 		cfg.Observe.Ready("zone", func() error { return errors.New("connecting to the zone's NB") })
 		cfg.Sync.NB = ovn.NewMetrics(cfg.Observe.Registry())
+		cfg.NB.Registry = cfg.Observe.Registry()
 	}
 	nb, err := ovn.ConnectNB(ctx, cfg.NB, log)
 	if err != nil {

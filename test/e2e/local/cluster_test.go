@@ -71,12 +71,6 @@ type options struct {
 	gatewayMode string
 	// masterArgs are extra flags of the master.
 	masterArgs []string
-	// cutsFlows: the test blackholes a route under live flows. The leak
-	// guard may then drop their conntrack-invalid remains (seen once each
-	// in TestNetworkTable and TestNetworkMode in a loaded make test run:
-	// one packet on the blackholed node); the count is logged, not
-	// asserted. The capture still asserts that no pod address got out.
-	cutsFlows bool
 }
 
 // cluster is a 3-node OVN cluster forwarding real packets, with the
@@ -551,11 +545,15 @@ func (c *cluster) assertNoLeak() {
 	if len(leaks) > 0 {
 		c.t.Errorf("pod addresses reached the outside: %v", leaks)
 	}
-	drops := c.leakGuardDrops()
-	c.t.Logf("leak guard drops by node: %v", drops)
-	for node, n := range drops {
-		if n > 0 && !c.opts.cutsFlows {
-			c.t.Errorf("agent %s: the leak guard dropped %v packets that would have left with a pod address", node, n)
+	// A served endpoint's packet that no SNAT rewrote never happens. The
+	// conntrack-invalid remains of connections that moved host or lost
+	// their route do (measured: 7 on the new host of one failover, 3 when
+	// an ETP Local service settled on its host, 1 on a blackholed node):
+	// the guard drops them and they are only logged.
+	for node, d := range c.leakGuardDrops() {
+		c.t.Logf("agent %s: leak guard dropped %v unSNATed and %v conntrack-invalid packets", node, d.unsnatted, d.invalid)
+		if d.unsnatted > 0 {
+			c.t.Errorf("agent %s: the leak guard dropped %v packets of served endpoints that no SNAT rewrote", node, d.unsnatted)
 		}
 	}
 }

@@ -171,12 +171,18 @@ func TestFailover(t *testing.T) {
 // testFailover kills the host's agent (its health listener goes with it),
 // or, with notReady, marks the host's Node NotReady.
 func testFailover(t *testing.T, backend string, notReady bool) {
+	// Connections that move host lose their conntrack state: their next
+	// packets are invalid on the new host, and the leak guard drops them.
 	c := newCluster(t, options{backend: backend})
 	p1 := c.addPod("p1", "node1", 5)
 	lb := c.service("web", 0, p1)
 	c.egressService("web", egressv1.EgressServiceSpec{})
 	old := c.host("web", anyHost)
 	c.expectSource(p1, 15*time.Second, only(lb))
+	if !notReady {
+		// The failover is timed from the host's last answered probe.
+		c.leaderMetricAtLeast(1, "ovn_egress_health_probe_duration_seconds_count")
+	}
 	start := time.Now()
 	if notReady {
 		c.setReady(old, false)
@@ -194,6 +200,20 @@ func testFailover(t *testing.T, backend string, notReady bool) {
 	c.expectSource(p1, 15*time.Second, only(lb))
 	c.viaHost(p1, moved)
 	t.Logf("traffic through %s after %s", moved, time.Since(start).Round(time.Millisecond))
+	if !notReady {
+		// One failover timed from the dead host's last answered probe to the
+		// new host's rows: within the probe settings (1 s + 1 s) and the NB part.
+		c.leaderMetric(1, "ovn_egress_failover_seconds_count")
+		m, err := c.masterMetrics(c.leaderIndex())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum, _ := m.Get("ovn_egress_failover_seconds_sum"); sum <= 0 || sum > 5 {
+			t.Errorf("ovn_egress_failover_seconds_sum = %v, want within (0, 5]", sum)
+		} else {
+			t.Logf("failover (last good probe → NB rows repointed) %.3fs", sum)
+		}
+	}
 }
 
 func (c *cluster) setReady(node string, ready bool) {

@@ -22,6 +22,17 @@ func (c *cluster) agentMetricsOf(node string) (testenv.Samples, error) {
 // the value want, and fails the test with the last value seen otherwise.
 func (c *cluster) leaderMetric(want float64, name string, labels ...string) {
 	c.t.Helper()
+	c.leaderMetricIs(func(v float64) bool { return v == want }, fmt.Sprint(want), name, labels...)
+}
+
+// leaderMetricAtLeast waits until the lease holder's metric reaches min.
+func (c *cluster) leaderMetricAtLeast(min float64, name string, labels ...string) {
+	c.t.Helper()
+	c.leaderMetricIs(func(v float64) bool { return v >= min }, fmt.Sprintf("≥ %v", min), name, labels...)
+}
+
+func (c *cluster) leaderMetricIs(ok func(float64) bool, want, name string, labels ...string) {
+	c.t.Helper()
 	i := c.leaderIndex()
 	var got float64
 	var present bool
@@ -30,7 +41,7 @@ func (c *cluster) leaderMetric(want float64, name string, labels ...string) {
 	for time.Now().Before(deadline) {
 		var m testenv.Samples
 		if m, err = c.masterMetrics(i); err == nil {
-			if got, present = m.Get(name, labels...); present && got == want {
+			if got, present = m.Get(name, labels...); present && ok(got) {
 				return
 			}
 		}
@@ -39,20 +50,25 @@ func (c *cluster) leaderMetric(want float64, name string, labels ...string) {
 	c.t.Errorf("leader master-%d: %s = %v (present %v, scrape error %v), want %v", i, testenv.Series(name, labels...), got, present, err, want)
 }
 
-// leakGuardDrops reads every live agent's leak-guard counter.
-func (c *cluster) leakGuardDrops() map[string]float64 {
-	out := map[string]float64{}
+// guardDrops are one agent's leak-guard drop counts.
+type guardDrops struct{ unsnatted, invalid float64 }
+
+// leakGuardDrops reads every live agent's leak-guard counters.
+func (c *cluster) leakGuardDrops() map[string]guardDrops {
+	out := map[string]guardDrops{}
 	for node := range c.agents {
 		m, err := c.agentMetricsOf(node)
 		if err != nil {
 			c.t.Logf("agent %s: no metrics (%v)", node, err)
 			continue
 		}
-		v, ok := m.Get("ovn_egress_node_leak_guard_dropped_packets_total")
-		if !ok {
-			c.t.Errorf("agent %s: no ovn_egress_node_leak_guard_dropped_packets_total", node)
+		const name = "ovn_egress_node_leak_guard_dropped_packets_total"
+		u, ok1 := m.Get(name, "reason", "not_snatted")
+		i, ok2 := m.Get(name, "reason", "conntrack_invalid")
+		if !ok1 || !ok2 {
+			c.t.Errorf("agent %s: no %s by reason", node, name)
 		}
-		out[node] = v
+		out[node] = guardDrops{unsnatted: u, invalid: i}
 	}
 	return out
 }

@@ -60,7 +60,7 @@ func (c *cluster) expectBlocked(p *pod, d time.Duration) {
 // pods' traffic through that table on the host (a blackhole there stops
 // it, removing it restores it), still SNATed to the LB IP.
 func TestNetworkTable(t *testing.T) {
-	c := newCluster(t, options{cutsFlows: true})
+	c := newCluster(t, options{})
 	c.table(100)
 	p1 := c.addPod("p1", "node1", 5)
 	lb := c.service("web", 0, p1)
@@ -70,6 +70,20 @@ func TestNetworkTable(t *testing.T) {
 	rules := c.dp.Hosts[host].MustRun(t, "ip", "rule", "show")
 	if !strings.Contains(rules, "5000:") || !strings.Contains(rules, "from 10.244.1.5 lookup 100") {
 		t.Fatalf("ip rules on %s:\n%s", host, rules)
+	}
+	// The host's agent says the same in its metrics.
+	m, err := c.agentMetricsOf(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		name string
+		min  float64
+	}{{"ovn_egress_node_ip_rules", 2}, {"ovn_egress_node_snat_elements", 1}, {"ovn_egress_node_ready_services", 1},
+		{"ovn_egress_node_report_lag_seconds_count", 1}, {"ovn_egress_controller_sync_duration_seconds_count", 1}} {
+		if v := m.Sum(w.name); v < w.min {
+			t.Errorf("agent %s: %s = %v, want ≥ %v", host, w.name, v, w.min)
+		}
 	}
 	c.blackhole(host, 100, true)
 	c.expectBlocked(p1, 2*time.Second)
@@ -81,7 +95,7 @@ func TestNetworkTable(t *testing.T) {
 // leaves from its own node through the network's table, with the address
 // the node's masquerade gives it (ovn-kubernetes' rule, emulated here).
 func TestNetworkMode(t *testing.T) {
-	c := newCluster(t, options{cutsFlows: true})
+	c := newCluster(t, options{})
 	c.table(100)
 	for _, n := range c.topo.Nodes {
 		// ovn-kubernetes' local-gateway masquerade of pod traffic leaving the node.
