@@ -20,32 +20,45 @@ const (
 	IndexByAddress = "ovn-egress.byAddress"
 )
 
-var sharedIndexers = map[string]cache.IndexFunc{
-	IndexByHost: func(obj any) ([]string, error) {
-		es, ok := obj.(*egressv1.EgressService)
-		if !ok {
-			return nil, nil
-		}
-		return []string{es.Status.Host}, nil
-	},
-	IndexByService: func(obj any) ([]string, error) {
-		s, ok := obj.(*discoveryv1.EndpointSlice)
-		if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
-			return nil, nil
-		}
-		return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
-	},
-	IndexByAddress: func(obj any) ([]string, error) {
-		s, ok := obj.(*discoveryv1.EndpointSlice)
-		if !ok {
-			return nil, nil
-		}
-		var out []string
-		for _, e := range s.Endpoints {
-			out = append(out, e.Addresses...)
-		}
-		return out, nil
-	},
+// indexFunc is the shared indexer of that name.
+func indexFunc(name string) (cache.IndexFunc, bool) {
+	switch name {
+	case IndexByHost:
+		return byHost, true
+	case IndexByService:
+		return byService, true
+	case IndexByAddress:
+		return byAddress, true
+	}
+	return nil, false
+}
+
+func byHost(obj any) ([]string, error) {
+	es, ok := obj.(*egressv1.EgressService)
+	if !ok {
+		return nil, nil
+	}
+	return []string{es.Status.Host}, nil
+}
+
+func byService(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+}
+
+func byAddress(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	for _, e := range s.Endpoints {
+		out = append(out, e.Addresses...)
+	}
+	return out, nil
 }
 
 // AddIndexers adds the named shared indexers to inf, skipping those another
@@ -55,7 +68,7 @@ func AddIndexers(inf cache.SharedIndexInformer, names ...string) error {
 	have := inf.GetIndexer().GetIndexers()
 	add := cache.Indexers{}
 	for _, n := range names {
-		f, ok := sharedIndexers[n]
+		f, ok := indexFunc(n)
 		if !ok {
 			return fmt.Errorf("no shared indexer %q", n)
 		}

@@ -110,15 +110,17 @@ func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
 
 // unhostedOrder lists the problems that leave an EgressService without a
 // host, the one reported first when several hold.
-var unhostedOrder = []translate.Reason{translate.ReasonServiceNotFound, translate.ReasonServiceNotLoadBalancer,
-	translate.ReasonNoIngressIP, translate.ReasonNoEndpoints, translate.ReasonInvalidNodeSelector, translate.ReasonNoEligibleNode}
+func unhostedOrder() []translate.Reason {
+	return []translate.Reason{translate.ReasonServiceNotFound, translate.ReasonServiceNotLoadBalancer,
+		translate.ReasonNoIngressIP, translate.ReasonNoEndpoints, translate.ReasonInvalidNodeSelector, translate.ReasonNoEligibleNode}
+}
 
 // unhostedReason is the first of unhostedOrder among k's problems at its
 // last sync, "Pending" when none (not synced yet).
 func (e *events) unhostedReason(k string) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, r := range unhostedOrder {
+	for _, r := range unhostedOrder() {
 		if e.last[k][r] {
 			return string(r)
 		}
