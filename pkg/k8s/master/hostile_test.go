@@ -3,8 +3,11 @@ package master_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/node"
 	"github.com/ovn-egress/ovn-egress/pkg/observe"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -30,11 +35,13 @@ const hostileSeed = 20261202
 // IPv6, addresses outside every node subnet, duplicates, FQDN slices,
 // thousands of endpoints, unknown nodes), EgressServices at the CRD's edges
 // (bad selectors, odd networks, garbage status.host), and Nodes whose
-// ovn-kubernetes annotations are broken. Throughout, a well-formed service
-// keeps its rows. Then: the master is alive and healthy, every policy it
-// wrote references an address set that exists (no half-written
-// transaction), problems became Warning Events, and once the bad objects
-// are gone NB holds exactly the good service's rows.
+// ovn-kubernetes annotations are broken. A master runs on a real NB, and
+// node1's agent on the real kernel in a namespace of its own. Throughout, a
+// well-formed service keeps its rows. Then: both are alive, healthy and
+// ready, every policy the master wrote references an address set that
+// exists (no half-written transaction), problems became Warning Events, and
+// once the bad objects are gone NB holds exactly the good service's rows and
+// the agent's SNAT map nothing but the good service's.
 func TestHostileObjectsThroughTheAPIServer(t *testing.T) {
 	c := newCluster(t)
 	cfg := c.config("hostile")
@@ -42,6 +49,7 @@ func TestHostileObjectsThroughTheAPIServer(t *testing.T) {
 	cfg.Observe = observe.New(observe.Config{}, testLogger(t))
 	m, _ := c.start(cfg, kube.Config)
 	ctx := context.Background()
+	agent, agentNS := c.startAgent("node1")
 
 	kube.CreateLoadBalancer(t, c.ns, "good", []string{"172.18.0.100"}, "10.244.1.5@node1")
 	kube.SetHost(t, c.ns, "good", "")
@@ -86,6 +94,7 @@ func TestHostileObjectsThroughTheAPIServer(t *testing.T) {
 	if err := cfg.Observe.Healthy(); err != nil {
 		t.Errorf("not healthy after the hostile objects: %v", err)
 	}
+	agent.check(t, "after the hostile objects")
 	c.checkPoliciesReferenceSets()
 	warnings, err := kube.Client.CoreV1().Events(c.ns).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
 	if err != nil {
@@ -140,6 +149,68 @@ func TestHostileObjectsThroughTheAPIServer(t *testing.T) {
 	c.checkPoliciesReferenceSets()
 	if err := cfg.Observe.Healthy(); err != nil {
 		t.Errorf("not healthy at the end: %v", err)
+	}
+	agent.check(t, "at the end")
+	c.eventually("node1's SNAT map holds only the good service", func() bool {
+		out, err := agentNS.Run("nft", "list", "table", "inet", node.TableName)
+		if err != nil {
+			return false
+		}
+		for _, m := range nftComment.FindAllStringSubmatch(out, -1) {
+			if strings.Contains(m[1], "/") && m[1] != c.ns+"/good" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+var nftComment = regexp.MustCompile(`comment "([^"]*)"`)
+
+// testAgent is a node agent run in process (as `ovn-egress node` runs it)
+// with its kernel state in a namespace of its own.
+type testAgent struct {
+	obs  *observe.Server
+	done chan error
+}
+
+// startAgent runs node's agent until the test ends.
+func (c *cluster) startAgent(nodeName string) (*testAgent, *testenv.NetNS) {
+	t := c.t
+	netns := testenv.NewNetNS(t, "oe-hostile")
+	rt := filepath.Join(t.TempDir(), "rt_tables")
+	if err := os.WriteFile(rt, []byte("254 main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.DefaultConfig()
+	cfg.NodeName, cfg.NetNS, cfg.RTTables = nodeName, netns.Name, rt
+	cfg.ClusterSubnets = c.topo.ClusterSubnets
+	cfg.WithdrawGrace = 200 * time.Millisecond
+	a := &testAgent{obs: observe.New(observe.Config{}, testLogger(t)), done: make(chan error, 1)}
+	cfg.Observe = a.obs
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		a.done <- node.RunAgent(ctx, cfg, kube.Client, kube.Egress, testLogger(t).WithField("agent", nodeName))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-a.done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	return a, netns
+}
+
+// check fails when the agent stopped or is not healthy and ready.
+func (a *testAgent) check(t *testing.T, when string) {
+	t.Helper()
+	select {
+	case err := <-a.done:
+		t.Fatalf("the agent stopped %s: %v", when, err)
+	default:
+	}
+	if err := errors.Join(a.obs.Healthy(), a.obs.IsReady()); err != nil {
+		t.Errorf("agent %s: %v", when, err)
 	}
 }
 
