@@ -280,9 +280,15 @@ func TestNodeKernelPacketSNAT(t *testing.T) {
 	// is not what this test is about, and an IPv6 solicitation of the node
 	// right after forwarding was turned on went unanswered now and then
 	// (the remote's entry stayed INCOMPLETE past the dial's timeout).
+	// The same the other way (the node resolving the remote's uplink
+	// address): seen once in a CI run, the first IPv6 SYN through table 100
+	// timed out while the addresses have no DAD. With both entries
+	// permanent, no neighbour discovery is left in the test's path.
 	uplinkMAC := strings.TrimSpace(nodeNS.MustRun(t, "cat", "/sys/class/net/eth1/address"))
+	remoteMAC := strings.TrimSpace(remote.MustRun(t, "cat", "/sys/class/net/eth0/address"))
 	for _, a := range kernelFamilies {
 		remote.MustRun(t, "ip", "neigh", "replace", a.uplinkNode, "lladdr", uplinkMAC, "dev", "eth0", "nud", "permanent")
+		nodeNS.MustRun(t, "ip", "neigh", "replace", a.uplinkPeer, "lladdr", remoteMAC, "dev", "eth1", "nud", "permanent")
 	}
 	k := newKernelAgent(t, nodeNS)
 	for _, a := range kernelFamilies {
