@@ -30,18 +30,18 @@ import (
 const hostileSeed = 20261202
 
 // TestHostileObjectsThroughTheAPIServer writes random and malformed objects
-// through the real API server while a master runs on a real NB: Services of
-// every type and shape, EndpointSlices with odd addresses (IPv4-mapped
-// IPv6, addresses outside every node subnet, duplicates, FQDN slices,
-// thousands of endpoints, unknown nodes), EgressServices at the CRD's edges
-// (bad selectors, odd networks, garbage status.host), and Nodes whose
-// ovn-kubernetes annotations are broken. A master runs on a real NB, and
-// node1's agent on the real kernel in a namespace of its own. Throughout, a
-// well-formed service keeps its rows. Then: both are alive, healthy and
-// ready, every policy the master wrote references an address set that
-// exists (no half-written transaction), problems became Warning Events, and
-// once the bad objects are gone NB holds exactly the good service's rows and
-// the agent's SNAT map nothing but the good service's.
+// through the real API server: Services of every type and shape,
+// EndpointSlices with odd addresses (IPv4-mapped IPv6, zone suffixes,
+// addresses outside every node subnet, duplicates, FQDN slices, 1,000
+// endpoints — the API's maximum per slice —, unknown nodes), EgressServices
+// at the CRD's edges (bad selectors, odd networks, garbage status.host), and
+// Nodes whose ovn-kubernetes annotations are broken. A master runs on a real
+// NB, and node1's agent on the real kernel in a namespace of its own.
+// Throughout, a well-formed service keeps its rows. Then: both are alive,
+// healthy and ready, every policy the master wrote references an address set
+// that exists (no half-written transaction), problems became Warning Events,
+// and once the bad objects are gone NB holds exactly the good service's rows
+// and the agent's SNAT map nothing but the good service's.
 func TestHostileObjectsThroughTheAPIServer(t *testing.T) {
 	c := newCluster(t)
 	cfg := c.config("hostile")
@@ -324,7 +324,7 @@ func (h *hostile) slice(i int) {
 	s.Labels[discoveryv1.LabelServiceName] = owner
 	for j := range n {
 		addr := h.pick(fmt.Sprintf("10.244.%d.%d", 1+h.rng.IntN(3), 10+j%200), "10.99.0.7", "::ffff:10.244.1.9",
-			"fd00:10:244:1::9", "10.244.1.5", "pod.egress.example", fmt.Sprintf("10.244.2.%d", j%250))
+			"fd00:10:244:1::9", "fe80::9%eth0", "10.244.1.5", "pod.egress.example", fmt.Sprintf("10.244.2.%d", j%250))
 		ep := discoveryv1.Endpoint{Addresses: []string{addr}}
 		if node := h.pick("node1", "node2", "node3", "node9", ""); node != "" {
 			ep.NodeName = &node
