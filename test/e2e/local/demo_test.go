@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,6 +75,14 @@ func TestDemo(t *testing.T) {
 	show("ovn-nbctl find Address_Set external_ids:k8s.ovn.org/owner-controller=ovn-egress", out)
 	out, _ = c.dp.Hosts[host].Run("nft", "list", "table", "inet", "ovn-egress")
 	show(fmt.Sprintf("nft list table inet ovn-egress   (in %s's host namespace)", host), out)
+	if m, err := c.masterMetrics(c.leaderIndex()); err == nil {
+		show(fmt.Sprintf("ip netns exec %s curl -s 127.0.0.1:%d/metrics   (the master, in its pod; excerpt)", c.mpod.Name, masterMetricsPort), metricLines(m,
+			"ovn_egress_master_leader", "ovn_egress_egressservices", "ovn_egress_host_changes_total", "ovn_egress_nb_transactions_total"))
+	}
+	if m, err := c.agentMetricsOf(host); err == nil {
+		show("curl -s "+c.agentMetrics[host]+"/metrics   ("+host+"'s agent; excerpt)", metricLines(m,
+			"ovn_egress_node_snat_elements", "ovn_egress_node_ready_services", "ovn_egress_node_leak_guard_dropped_packets_total"))
+	}
 
 	fmt.Printf("\nTo explore:\n  export KUBECONFIG=%s\n  export OVN_NB_DB=%s\n  sudo ip netns exec %s nft list ruleset\n",
 		kube.Kubeconfig, c.ovn.NBAddress(), c.dp.Hosts[host].Name)
@@ -86,6 +95,20 @@ func TestDemo(t *testing.T) {
 	defer stop()
 	<-ctx.Done()
 	say("tearing down")
+}
+
+// metricLines prints the series of the named metrics, sorted.
+func metricLines(m testenv.Samples, names ...string) string {
+	var lines []string
+	for series, v := range m {
+		for _, n := range names {
+			if series == n || strings.HasPrefix(series, n+"{") {
+				lines = append(lines, fmt.Sprintf("%s %v", series, v))
+			}
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }
 
 func errString(err error) string {
