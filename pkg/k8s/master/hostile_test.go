@@ -52,7 +52,11 @@ func TestHostileObjectsThroughTheAPIServer(t *testing.T) {
 	agent, agentNS := c.startAgent("node1")
 
 	kube.CreateLoadBalancer(t, c.ns, "good", []string{"172.18.0.100"}, "10.244.1.5@node1")
-	kube.SetHost(t, c.ns, "good", "")
+	// Created without a status: the running master chooses the host.
+	if _, err := kube.Egress.K8sV1().EgressServices(c.ns).Create(ctx, &egressv1.EgressService{ObjectMeta: metav1.ObjectMeta{Name: "good"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	goodHost := ""
 	c.eventually("the good service's rows", func() bool {
 		es, err := kube.Egress.K8sV1().EgressServices(c.ns).Get(ctx, "good", metav1.GetOptions{})
