@@ -27,7 +27,7 @@ func nodeCommand() *cli.Command {
 		&cli.StringFlag{Name: "rt-tables", Value: d.RTTables, Usage: "iproute2 table names, for networks that are not VRF devices", Category: catNode},
 		&cli.StringFlag{Name: "cluster-subnets", Value: prefixList(d.ClusterSubnets), Usage: "pod networks, comma-separated (as the master's): endpoints outside are host-networked and never configured, traffic to them is never SNATed", Category: catNode},
 		&cli.StringFlag{Name: "mgmt-port", Value: d.MgmtPort, Usage: "management port; traffic out of it goes back into the cluster and is never SNATed", Category: catNode},
-		&cli.BoolFlag{Name: "enable-forwarding", Value: d.EnableForwarding, Usage: "turn on IPv4/IPv6 forwarding for the families the node programs (--enable-forwarding=false leaves the sysctls alone)", Category: catNode},
+		&cli.BoolFlag{Name: "enable-forwarding", Value: d.EnableForwarding, Usage: "turn on IPv4/IPv6 forwarding for the families the node programs where it is off: IPv4 on the management port and egress interfaces only, IPv6 behind a forward guard (--enable-forwarding=false leaves the sysctls alone)", Category: catNode},
 		&cli.StringFlag{Name: "netns", Usage: "run all netlink and nftables work in this named network namespace (tests, local e2e)", Category: catNode},
 	}
 	flags = append(flags, kubeFlags()...)

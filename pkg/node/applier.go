@@ -23,7 +23,9 @@ type ApplierConfig struct {
 	// into the cluster and is never SNATed. "" disables that exception.
 	MgmtPort string
 	// EnableForwarding turns on IPv4/IPv6 forwarding for the families the
-	// plan uses (the host path forwards rerouted pod traffic).
+	// plan uses (the host path forwards rerouted pod traffic), keeping a
+	// node that does not forward from forwarding anything else
+	// (forwarding.go).
 	EnableForwarding bool
 }
 
@@ -122,15 +124,18 @@ func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts Appl
 	}
 	res.Reached = existing(rules, nft)
 
-	if a.cfg.EnableForwarding {
-		res.Forwarding, err = ensureForwarding(a.sysctl, familiesOf(want))
-		if err != nil {
-			return res, fmt.Errorf("enable forwarding (switch it on on the node, or run with --enable-forwarding=false if something else does): %w", err)
-		}
+	const fwdHint = "enable forwarding (switch it on on the node, or run with --enable-forwarding=false if something else does)"
+	fwd, err := a.planForwarding(want, nft)
+	if err == nil {
+		res.Forwarding, err = setOn(a.sysctl, fwd.v4...)
+	}
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", fwdHint, err)
 	}
 
-	// Add phase: nft first (one atomic transaction), then rules.
-	p := planNFT(a.nft, nft, want, a.cfg.MgmtPort)
+	// Add phase: nft first (one atomic transaction, the forward guard in
+	// it), then IPv6 forwarding behind the guard, then rules.
+	p := planNFT(a.nft, nft, want, a.cfg.MgmtPort, fwd.v6Guard)
 	if p.structure || len(p.upserted) > 0 {
 		if err := a.nft.Run(ctx, p.adds); err != nil {
 			return res, fmt.Errorf("nft add transaction: %w", err)
@@ -139,6 +144,13 @@ func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts Appl
 		res.Added += len(p.upserted)
 		for _, e := range p.upserted {
 			nft.elements[e.Endpoint] = e
+		}
+	}
+	if fwd.v6 {
+		done, err := setOn(a.sysctl, forwardingSysctl(ipfamily.V6))
+		res.Forwarding = append(res.Forwarding, done...)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", fwdHint, err)
 		}
 	}
 	res.Reached.NoSNAT, res.Reached.NodeIPs = want.NoSNAT, want.NodeIPs

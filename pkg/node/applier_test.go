@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
 	"strings"
@@ -23,7 +25,7 @@ type mapSysctl map[string]string
 func (m mapSysctl) Get(n string) (string, error) {
 	v, ok := m[n]
 	if !ok {
-		return "", errors.New("no such sysctl " + n)
+		return "", fmt.Errorf("no such sysctl %s: %w", n, fs.ErrNotExist)
 	}
 	return v, nil
 }
@@ -45,7 +47,7 @@ type fakeEnv struct {
 func newFakeEnv(t *testing.T) *fakeEnv {
 	t.Helper()
 	e := &fakeEnv{nl: NewFakeNetlink(), nft: knftables.NewFake(knftables.InetFamily, TableName),
-		sysctl: mapSysctl{"net/ipv4/ip_forward": "0", "net/ipv6/conf/all/forwarding": "0"}}
+		sysctl: mapSysctl{"net/ipv4/ip_forward": "0", "net/ipv6/conf/all/forwarding": "0", "net/ipv4/conf/ovn-k8s-mp0/forwarding": "0"}}
 	a, err := NewApplier(DefaultApplierConfig(), e.nl, e.nft, e.sysctl, testLog())
 	if err != nil {
 		t.Fatal(err)
@@ -158,8 +160,10 @@ func TestNodeApplierRepair(t *testing.T) {
 	if got, want := stateString(res.Reached), stateString(want); got != want {
 		t.Errorf("reached:\n%s\nwant:\n%s", got, want)
 	}
-	if e.sysctl["net/ipv4/ip_forward"] != "1" || e.sysctl["net/ipv6/conf/all/forwarding"] != "0" {
-		t.Errorf("sysctls %v; want IPv4 forwarding only", e.sysctl)
+	// IPv4 only, and only on the management port (no route here leads
+	// elsewhere): the node's global switch stays off.
+	if e.sysctl["net/ipv4/conf/ovn-k8s-mp0/forwarding"] != "1" || e.sysctl["net/ipv4/ip_forward"] != "0" || e.sysctl["net/ipv6/conf/all/forwarding"] != "0" {
+		t.Errorf("sysctls %v; want IPv4 forwarding on the management port only", e.sysctl)
 	}
 	// A second apply changes nothing.
 	writes := e.nl.Writes

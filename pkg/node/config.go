@@ -37,7 +37,8 @@ type Config struct {
 	ClusterSubnets []netip.Prefix
 	// MgmtPort is the management port's name (ovn-k8s-mp0).
 	MgmtPort string
-	// EnableForwarding turns IPv4/IPv6 forwarding on when the plan needs it.
+	// EnableForwarding turns IPv4/IPv6 forwarding on for the host path when
+	// the plan needs it, keeping the node's other interfaces unforwarded.
 	EnableForwarding bool
 	// NetNS runs all netlink and nft work in this named network namespace
 	// ("" = the host's): one agent per "node" namespace in tests.

@@ -17,7 +17,9 @@
 //     that would leave un-SNATed; ovn-kubernetes' tables are never touched;
 //   - the readiness annotation on its Node;
 //   - IPv4/IPv6 forwarding, switched on (never off) when the plan uses a
-//     family and --enable-forwarding is set.
+//     family and --enable-forwarding is set, without undoing a node's
+//     hardening: IPv4 per interface, IPv6 behind a forward guard chain
+//     (forwarding.go).
 //
 // Ordering (DESIGN §3): new state is added before the report names it; a
 // service is withdrawn from the report, and the agent waits

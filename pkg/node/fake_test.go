@@ -122,6 +122,17 @@ func (f *FakeNetlink) LinkByName(name string) (netlink.Link, error) {
 	return nil, netlink.LinkNotFoundError{}
 }
 
+func (f *FakeNetlink) LinkByIndex(index int) (netlink.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.links {
+		if l.Attrs().Index == index {
+			return l, nil
+		}
+	}
+	return nil, netlink.LinkNotFoundError{}
+}
+
 // sameRule compares the attributes the agent's rules (and the tests'
 // foreign rules) use.
 func sameRule(a, b netlink.Rule) bool {

@@ -82,9 +82,11 @@ func TestNodeKernelApply(t *testing.T) {
 	k := newKernelAgent(t, tns)
 	// The operator's network: table 100 with routes (ovn-egress does not
 	// own routes, it points rules at the table).
-	tns.MustRun(t, "ip", "link", "add", "uplink", "type", "veth", "peer", "name", "uplink-peer")
+	// The veth's other end plays the management port, where pod traffic
+	// arrives.
+	tns.MustRun(t, "ip", "link", "add", "uplink", "type", "veth", "peer", "name", "ovn-k8s-mp0")
 	tns.MustRun(t, "ip", "link", "set", "uplink", "up")
-	tns.MustRun(t, "ip", "link", "set", "uplink-peer", "up")
+	tns.MustRun(t, "ip", "link", "set", "ovn-k8s-mp0", "up")
 	tns.Addr(t, "uplink", "172.19.0.12/16")
 	tns.Addr(t, "uplink", "fc00:19::12/64")
 	tns.MustRun(t, "ip", "route", "add", "default", "via", "172.19.0.1", "dev", "uplink", "table", "100")
@@ -139,7 +141,7 @@ func TestNodeKernelApply(t *testing.T) {
 	if r := tns.MustRun(t, "ip", "route", "show", "table", "100"); !strings.Contains(r, "default via 172.19.0.1 dev uplink") {
 		t.Errorf("ip route show table 100:\n%s", r)
 	}
-	if r := tns.MustRun(t, "ip", "route", "get", "203.0.113.1", "from", "10.128.0.3", "iif", "uplink-peer"); !strings.Contains(r, "via 172.19.0.1 dev uplink table 100") {
+	if r := tns.MustRun(t, "ip", "route", "get", "203.0.113.1", "from", "10.128.0.3", "iif", "ovn-k8s-mp0"); !strings.Contains(r, "via 172.19.0.1 dev uplink table 100") {
 		t.Errorf("ip route get from an endpoint does not use table 100:\n%s", r)
 	}
 	// Read back with netlink.
@@ -175,8 +177,17 @@ func TestNodeKernelApply(t *testing.T) {
 			t.Errorf("nft list table inet ovn-egress lacks %q:\n%s", s, table)
 		}
 	}
-	if fwd := tns.MustRun(t, "cat", "/proc/sys/net/ipv4/ip_forward"); strings.TrimSpace(fwd) != "1" {
-		t.Errorf("ip_forward = %q after apply; want 1", fwd)
+	// IPv4: forwarding on the management port and the interface table 100
+	// leaves by, the node's global switch untouched. IPv6: on, behind the
+	// forward guard.
+	for name, want := range map[string]string{"net/ipv4/conf/ovn-k8s-mp0/forwarding": "1", "net/ipv4/conf/uplink/forwarding": "1",
+		"net/ipv4/ip_forward": "0", "net/ipv4/conf/lo/forwarding": "0", "net/ipv6/conf/all/forwarding": "1"} {
+		if got := strings.TrimSpace(tns.MustRun(t, "cat", "/proc/sys/"+name)); got != want {
+			t.Errorf("%s = %s after apply; want %s", name, got, want)
+		}
+	}
+	if table := tns.MustRun(t, "nft", "list", "chain", "inet", TableName, forwardChain); !strings.Contains(table, "meta nfproto ipv6 drop") {
+		t.Errorf("forward guard:\n%s", table)
 	}
 
 	// A second apply changes nothing.
@@ -263,6 +274,17 @@ func TestNodeKernelPacketSNAT(t *testing.T) {
 	testenv.Veth(t, pod, "eth0", nodeNS, "ovn-k8s-mp0")
 	testenv.Veth(t, nodeNS, "eth0", ext, "eth0")
 	testenv.Veth(t, nodeNS, "eth1", remote, "eth0")
+	// A network of the node's that the host path does not use: the agent
+	// must not make the node forward from it.
+	other := testenv.NewNetNS(t, "oe-other")
+	testenv.Veth(t, nodeNS, "eth2", other, "eth0")
+	otherNets := []struct{ node, other, len, subnet string }{{"172.20.0.12", "172.20.0.1", "16", "172.20.0.0/16"},
+		{"fc00:20::12", "fc00:20::1", "64", "fc00:20::/64"}}
+	for _, o := range otherNets {
+		nodeNS.Addr(t, "eth2", o.node+"/"+o.len)
+		other.Addr(t, "eth0", o.other+"/"+o.len)
+		other.MustRun(t, "ip", "route", "add", "default", "via", o.node)
+	}
 	for _, a := range kernelFamilies {
 		pod.Addr(t, "eth0", a.pod+"/"+a.podLen)
 		pod.MustRun(t, "ip", "route", "add", "default", "via", a.podGW)
@@ -271,10 +293,14 @@ func TestNodeKernelPacketSNAT(t *testing.T) {
 		nodeNS.Addr(t, "eth0", a.lb+"/"+fmt.Sprint(map[ipfamily.Family]int{ipfamily.V4: 32, ipfamily.V6: 128}[a.f]))
 		nodeNS.Addr(t, "eth1", a.uplinkNode+"/"+a.uplinkLen)
 		nodeNS.MustRun(t, "ip", "route", "add", "default", "via", a.uplinkPeer, "dev", "eth1", "table", fmt.Sprint(a.table))
+		nodeNS.MustRun(t, "ip", "route", "add", "default", "via", a.ext, "dev", "eth0") // as a node's main table has
 		ext.Addr(t, "eth0", a.ext+"/"+a.extLen)
 		remote.Addr(t, "eth0", a.uplinkPeer+"/"+a.uplinkLen)
 		remote.Addr(t, "lo", a.remote+"/"+fmt.Sprint(map[ipfamily.Family]int{ipfamily.V4: 32, ipfamily.V6: 128}[a.f]))
 		remote.MustRun(t, "ip", "route", "add", a.lb, "via", a.uplinkNode)
+	}
+	for i, o := range otherNets {
+		ext.MustRun(t, "ip", "route", "add", o.subnet, "via", kernelFamilies[i].node)
 	}
 	// The remote side knows the node's uplink address: neighbour discovery
 	// is not what this test is about, and an IPv6 solicitation of the node
@@ -328,6 +354,10 @@ func TestNodeKernelPacketSNAT(t *testing.T) {
 		if seen, err := dialSeen(pod, "tcp", a.remote, port, 300*time.Millisecond); err == nil {
 			t.Errorf("%s: reached the remote network without a rule (seen %s)", a.f, seen)
 		}
+		// The node still forwards nothing else: not from its other network.
+		if seen, err := dialSeen(other, "tcp", a.ext, port, time.Second); err == nil {
+			t.Errorf("%s: the node forwards from a network the host path does not use (seen %s)", a.f, seen)
+		}
 	}
 
 	// spec.network: rules from the endpoint into table 100.
@@ -350,6 +380,15 @@ func TestNodeKernelPacketSNAT(t *testing.T) {
 		seen, err := dialSeen(pod, "tcp", a.podGW, port+1, 2*time.Second)
 		if err != nil || seen != a.pod {
 			t.Errorf("%s pod → node via management port: seen %q, %v; want the pod IP %s", a.f, seen, err, a.pod)
+		}
+	}
+	// Control: with the global switches on and the guard gone, the other
+	// network's traffic is forwarded — the check above could fail.
+	nodeNS.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	nodeNS.MustRun(t, "nft", "delete", "chain", "inet", TableName, forwardChain)
+	for _, a := range kernelFamilies {
+		if _, err := dialSeen(other, "tcp", a.ext, port, 2*time.Second); err != nil {
+			t.Errorf("%s control: other network → external with forwarding on everywhere: %v", a.f, err)
 		}
 	}
 }

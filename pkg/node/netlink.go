@@ -19,6 +19,7 @@ type Netlink interface {
 	RuleDel(rule *netlink.Rule) error
 	RouteListTable(family int, table int) ([]netlink.Route, error)
 	LinkByName(name string) (netlink.Link, error)
+	LinkByIndex(index int) (netlink.Link, error)
 }
 
 // kernelNetlink is Netlink over a netlink handle bound to a namespace.
@@ -54,6 +55,8 @@ func (k kernelNetlink) RouteListTable(family, table int) ([]netlink.Route, error
 }
 
 func (k kernelNetlink) LinkByName(name string) (netlink.Link, error) { return k.h.LinkByName(name) }
+
+func (k kernelNetlink) LinkByIndex(index int) (netlink.Link, error) { return k.h.LinkByIndex(index) }
 
 // Idempotent writes: "exists" on add and "not found" on delete mean the
 // kernel is already where the agent wants it. Decided on the errno, never

@@ -38,6 +38,11 @@ import (
 //	    ip saddr @snat-v4 counter name "leak-guard-unsnatted" drop    # an endpoint that was not SNATed
 //	    ip6 saddr @snat-v6 counter name "leak-guard-unsnatted" drop
 //	  }
+//	  chain forward-guard {  # filter, forward; only where IPv6 forwarding was off
+//	    iifname "ovn-k8s-mp0" return
+//	    oifname "ovn-k8s-mp0" return
+//	    meta nfproto ipv6 drop
+//	  }
 //	}
 //
 // What is never SNATed: traffic that goes back into the cluster — out of
@@ -62,6 +67,12 @@ const (
 	// the chain does not reset them): conntrack-invalid packets of pods —
 	// the remains of a connection that moved host or lost its route — and
 	// packets of a served endpoint that no SNAT rewrote.
+	// forwardChain (filter, forward): only while the agent turned IPv6
+	// forwarding on for the host path on a node where it was off — every
+	// forwarded IPv6 packet that neither enters nor leaves by the
+	// management port is dropped, so the node still forwards nothing else
+	// (forwarding.go).
+	forwardChain   = "forward-guard"
 	guardInvalid   = "leak-guard-invalid"
 	guardUnsnatted = "leak-guard-unsnatted"
 	doNotSNATMark  = "0x3f0"
@@ -99,11 +110,7 @@ type chainRule struct{ text, comment string }
 // new agent version) is noticed from the comments alone — knftables lists
 // rules by handle and comment, not by text.
 func chainRules(mgmtPort string, noSNAT []netip.Prefix, nodeIPs []netip.Addr) (snat, guard []chainRule) {
-	mk := func(name, text string) chainRule {
-		h := fnv.New32a()
-		h.Write([]byte(text))
-		return chainRule{text: text, comment: fmt.Sprintf("%s %0*x", name, ruleHashLength, h.Sum32())}
-	}
+	mk := hashed
 	var keep []chainRule
 	keep = append(keep, mk("do-not-snat-mark", "meta mark "+doNotSNATMark+" return"))
 	if mgmtPort != "" {
@@ -158,6 +165,22 @@ func chainRules(mgmtPort string, noSNAT []netip.Prefix, nodeIPs []netip.Addr) (s
 	return snat, guard
 }
 
+// hashed is a rule whose comment ends with a hash of its text.
+func hashed(name, text string) chainRule {
+	h := fnv.New32a()
+	h.Write([]byte(text))
+	return chainRule{text: text, comment: fmt.Sprintf("%s %0*x", name, ruleHashLength, h.Sum32())}
+}
+
+// forwardRules keep IPv6 forwarding to the host path (forwardChain).
+func forwardRules(mgmtPort string) []chainRule {
+	return []chainRule{
+		hashed("from-mgmt-port", fmt.Sprintf("iifname %q return", mgmtPort)),
+		hashed("to-mgmt-port", fmt.Sprintf("oifname %q return", mgmtPort)),
+		hashed("no-other-ipv6-forwarding", "meta nfproto ipv6 drop"),
+	}
+}
+
 // nftState is what the agent found in its table.
 type nftState struct {
 	elements map[netip.Addr]translate.SNATElement // by endpoint
@@ -186,7 +209,7 @@ func listNFT(ctx context.Context, nft knftables.Interface) (nftState, error) {
 			st.elements[se.Endpoint] = se
 		}
 	}
-	for _, c := range []string{snatChain, guardChain} {
+	for _, c := range []string{snatChain, guardChain, forwardChain} {
 		rules, err := nft.ListRules(ctx, c)
 		if knftables.IsNotFound(err) {
 			continue
@@ -245,15 +268,21 @@ type nftPlan struct {
 	structure bool
 }
 
-func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, mgmtPort string) nftPlan {
+func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, mgmtPort string, forwardGuard bool) nftPlan {
 	p := nftPlan{adds: nft.NewTransaction(), deletes: nft.NewTransaction()}
 	snatRules, guardRules := chainRules(mgmtPort, want.NoSNAT, want.NodeIPs)
-	chains := []struct {
+	type chain struct {
 		name     string
 		typ      knftables.BaseChainType
+		hook     knftables.BaseChainHook
 		priority knftables.BaseChainPriority
 		rules    []chainRule
-	}{{snatChain, knftables.NATType, snatPriority, snatRules}, {guardChain, knftables.FilterType, guardPriority, guardRules}}
+	}
+	chains := []chain{{snatChain, knftables.NATType, knftables.PostroutingHook, snatPriority, snatRules},
+		{guardChain, knftables.FilterType, knftables.PostroutingHook, guardPriority, guardRules}}
+	if forwardGuard {
+		chains = append(chains, chain{forwardChain, knftables.FilterType, knftables.ForwardHook, knftables.FilterPriority, forwardRules(mgmtPort)})
+	}
 
 	p.adds.Add(&knftables.Table{Comment: knftables.PtrTo(tableComment)})
 	for _, f := range ipfamily.All {
@@ -268,7 +297,7 @@ func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, m
 		for _, r := range c.rules {
 			comments = append(comments, r.comment)
 		}
-		p.adds.Add(&knftables.Chain{Name: c.name, Type: knftables.PtrTo(c.typ), Hook: knftables.PtrTo(knftables.PostroutingHook),
+		p.adds.Add(&knftables.Chain{Name: c.name, Type: knftables.PtrTo(c.typ), Hook: knftables.PtrTo(c.hook),
 			Priority: knftables.PtrTo(c.priority), Policy: knftables.PtrTo(knftables.AcceptPolicy)})
 		if slices.Equal(have.chains[c.name], comments) {
 			continue

@@ -27,7 +27,7 @@ func NewProcSysctl() ProcSysctl { return ProcSysctl{Root: "/proc/sys"} }
 func (p ProcSysctl) Get(name string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(p.Root, name))
 	if err != nil {
-		return "", fmt.Errorf("read sysctl %s: %w", name, err)
+		return "", fmt.Errorf("read sysctl %s: %w", name, err) // fs.ErrNotExist for a missing interface
 	}
 	return strings.TrimSpace(string(b)), nil
 }
@@ -47,25 +47,4 @@ func forwardingSysctl(f ipfamily.Family) string {
 		return "net/ipv6/conf/all/forwarding"
 	}
 	return "net/ipv4/ip_forward"
-}
-
-// ensureForwarding turns forwarding on for the families given, writing only
-// when it is off; it returns the parameters it changed.
-func ensureForwarding(s Sysctl, families []ipfamily.Family) ([]string, error) {
-	var changed []string
-	for _, f := range families {
-		name := forwardingSysctl(f)
-		v, err := s.Get(name)
-		if err != nil {
-			return changed, err
-		}
-		if v == "1" {
-			continue
-		}
-		if err := s.Set(name, "1"); err != nil {
-			return changed, err
-		}
-		changed = append(changed, name)
-	}
-	return changed, nil
 }
