@@ -2,8 +2,10 @@ package testenv
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -85,22 +87,26 @@ func (c *Capture) loop(fd int) {
 			continue
 		}
 		var src, dst netip.Addr
-		proto := byte(0)
+		proto, l4 := byte(0), 0
 		switch binary.BigEndian.Uint16(buf[12:14]) {
 		case 0x0800:
 			if n >= 14+20 {
-				src, dst, proto = netip.AddrFrom4([4]byte(buf[26:30])), netip.AddrFrom4([4]byte(buf[30:34])), buf[23]
+				src, dst, proto, l4 = netip.AddrFrom4([4]byte(buf[26:30])), netip.AddrFrom4([4]byte(buf[30:34])), buf[23], 14+int(buf[14]&0x0f)*4
 			}
 		case 0x86dd:
 			if n >= 14+40 {
-				src, dst, proto = netip.AddrFrom16([16]byte(buf[22:38])), netip.AddrFrom16([16]byte(buf[38:54])), buf[20]
+				src, dst, proto, l4 = netip.AddrFrom16([16]byte(buf[22:38])), netip.AddrFrom16([16]byte(buf[38:54])), buf[20], 14+40
 			}
 		}
 		if src.IsValid() {
+			p := Packet{At: time.Now(), Src: src, Dst: dst, Proto: proto, SrcMAC: net.HardwareAddr(slices.Clone(buf[6:12])).String()}
+			if proto == 6 && n >= l4+14 {
+				p.TCPFlags = buf[l4+13]
+			}
 			c.mu.Lock()
 			c.srcs[src]++
 			if _, ok := c.first[src]; !ok {
-				c.first[src] = Packet{At: time.Now(), Src: src, Dst: dst, Proto: proto}
+				c.first[src] = p
 			}
 			c.mu.Unlock()
 		}
@@ -159,6 +165,17 @@ type Packet struct {
 	At       time.Time
 	Src, Dst netip.Addr
 	Proto    byte // IP protocol number (6 TCP, 17 UDP, 1/58 ICMP)
+	SrcMAC   string
+	TCPFlags byte // TCP's flags (FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10)
+}
+
+// String describes the packet for a test's failure message.
+func (p Packet) String() string {
+	s := fmt.Sprintf("at %s %s → %s proto %d from MAC %s", p.At.Format("15:04:05.000"), p.Src, p.Dst, p.Proto, p.SrcMAC)
+	if p.Proto == 6 {
+		s += fmt.Sprintf(" TCP flags %#02x", p.TCPFlags)
+	}
+	return s
 }
 
 // First returns the first packet seen from src.

@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -189,3 +191,62 @@ func (p *Process) Log(lines int) string { return tail(p.d.logPth, lines) }
 
 // Pid is the process id.
 func (p *Process) Pid() int { return p.d.Pid() }
+
+// Processes is a group of child processes stopped together by one cleanup,
+// registered when the group is made: checks a test registers after the
+// group (cleanups run last-in first-out) still see every member running,
+// however late it was started or restarted. With OVN_EGRESS_TEST_LOGS set
+// to a directory, a failed test's logs of every member are copied there.
+type Processes struct {
+	t    testing.TB
+	mu   sync.Mutex
+	list []*Process
+}
+
+// NewProcesses makes an empty group whose members are stopped when t ends.
+func NewProcesses(t testing.TB) *Processes {
+	ps := &Processes{t: t}
+	t.Cleanup(ps.stopAll)
+	return ps
+}
+
+// Start starts a member, as StartProcess does.
+func (ps *Processes) Start(dir, name string, env []string, bin string, args ...string) *Process {
+	ps.t.Helper()
+	d, err := startDaemon(dir, name, env, bin, args...)
+	if err != nil {
+		ps.t.Fatal(err)
+	}
+	p := &Process{d: d}
+	ps.mu.Lock()
+	ps.list = append(ps.list, p)
+	ps.mu.Unlock()
+	return p
+}
+
+func (ps *Processes) stopAll() {
+	ps.mu.Lock()
+	list := slices.Clone(ps.list)
+	ps.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range list {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Stop() }()
+	}
+	wg.Wait()
+	keep := os.Getenv("OVN_EGRESS_TEST_LOGS")
+	if keep == "" || !ps.t.Failed() {
+		return
+	}
+	dst := filepath.Join(keep, strings.NewReplacer("/", "_", " ", "_").Replace(ps.t.Name()))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		ps.t.Logf("keeping logs: %v", err)
+		return
+	}
+	for _, p := range list {
+		if b, err := os.ReadFile(p.d.logPth); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, filepath.Base(p.d.logPth)), b, 0o644)
+		}
+	}
+	ps.t.Logf("logs of the test's processes kept in %s", dst)
+}

@@ -16,6 +16,8 @@ import (
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/nbdbext"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -279,6 +281,32 @@ func TestForeignRowsUntouchedAndStaleSwept(t *testing.T) {
 		`external_ids:"k8s.ovn.org/owner-controller"="ovn-egress"`, `external_ids:"k8s.ovn.org/owner-type"="EgressServiceHost"`,
 		`external_ids:"k8s.ovn.org/name"="node3"`, `external_ids:"k8s.ovn.org/id"="ovn-egress:EgressServiceHost:node3:v4:reroute"`,
 		"--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p")
+	// The applier sweeps what its cache holds; nbctl's rows reach the
+	// cache asynchronously (the applier test's race, seen once on 25.03).
+	e.cached("the stale and foreign rows", func() bool {
+		var ps []nbdb.LogicalRouterPolicy
+		seen := 0
+		if e.c.List(context.Background(), &ps) == nil {
+			for _, p := range ps {
+				if strings.HasSuffix(p.Match, "10.244.1.77") || strings.HasSuffix(p.Match, "10.244.1.78") || strings.HasSuffix(p.Match, "10.244.1.99") {
+					seen++
+				}
+			}
+		}
+		// NAT's model follows the NB's schema (nbdb or nbdbext): count rows.
+		foreignNAT := false
+		if nats := e.c.Cache().Table(nbdb.NATTable); nats != nil {
+			for _, m := range nats.Rows() {
+				switch n := m.(type) {
+				case *nbdb.NAT:
+					foreignNAT = foreignNAT || n.ExternalIP == "172.18.0.200"
+				case *nbdbext.NAT:
+					foreignNAT = foreignNAT || n.ExternalIP == "172.18.0.200"
+				}
+			}
+		}
+		return seen == 3 && foreignNAT
+	})
 	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, "10.244.1.5@node1")
 	e.apply()
 	list := e.nbctl("lr-policy-list", "ovn_cluster_router")
@@ -361,6 +389,9 @@ func TestNBCtlRenderingMatchesApplier(t *testing.T) {
 
 // snats: GR gr SNATs ep to ext (testenv.OVN.SNATs).
 func (e *env) snats(gr, ext, ep string) bool { e.t.Helper(); return e.ovn.SNATs(e.t, gr, ext, ep) }
+
+// cached waits until the client's cache satisfies cond.
+func (e *env) cached(what string, cond func() bool) { e.t.Helper(); waitFor(e.t, what+" in the cache", cond) }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

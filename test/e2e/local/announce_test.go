@@ -132,15 +132,20 @@ func (c *cluster) extNeighbour(ip netip.Addr) string {
 }
 
 // answerers has the external side forget ip's neighbour entry and ask
-// again (a TCP connection to port 80 makes the kernel resolve it), and
-// returns the MACs that answered within wait.
+// again (a TCP connection makes the kernel resolve it), and returns the
+// MACs that answered within wait. The connection goes to a port nobody
+// balances: asking who answers must open no connection to a backend, whose
+// replies would take whatever path the pod has when they are sent — a pod
+// that lost its host replies through its own gateway router, which cannot
+// SNAT a SYN-ACK it never saw the SYN of (seen: such SYN-ACKs left with the
+// pod's address when the harness's own DNAT sent the SYN to the pod).
 func (c *cluster) answerers(ip netip.Addr, wait time.Duration) []string {
 	c.t.Helper()
 	if out, err := c.dp.Ext.Run("ip", "neigh", "flush", "to", ip.String(), "dev", "eth0"); err != nil {
 		c.t.Fatalf("flush %s: %v %s", ip, err, out)
 	}
 	since := time.Now()
-	_, _ = testenv.Ask(c.dp.Ext, "tcp", netip.AddrPortFrom(ip, 80), wait)
+	_, _ = testenv.Ask(c.dp.Ext, "tcp", netip.AddrPortFrom(ip, unbalancedPort), wait)
 	time.Sleep(time.Until(since.Add(wait)))
 	var macs []string
 	for _, a := range c.capture.Announcements(ip, since) {

@@ -87,6 +87,7 @@ type cluster struct {
 	topo    testenv.Topology
 	ns      string
 	dir     string
+	procs   *testenv.Processes
 	masters []*testenv.Process
 	agents  map[string]*testenv.Process
 	// agentMetrics is each agent's /metrics URL (on this machine's
@@ -138,6 +139,9 @@ func newCluster(t *testing.T, o options) *cluster {
 		pods: map[string]*pod{}, balanced: map[netip.Addr]string{}, dnat: map[netip.Addr]netip.Addr{}}
 	c.dp = testenv.NewDataplane(t, ovn, topo)
 	c.topo = c.dp.Topo
+	// The product's processes: stopped after the no-leak check below, so
+	// that it reads every agent's counters, restarted ones too.
+	c.procs = testenv.NewProcesses(t)
 	kube.CreateNodes(t, c.topo)
 	if o.namespace != "" {
 		c.ns = o.namespace
@@ -224,7 +228,7 @@ func (c *cluster) startMaster() *testenv.Process {
 		fmt.Sprintf("--metrics-address=127.0.0.1:%d", masterMetricsPort+len(c.masters))}
 	args = append(args, c.subnetFlags()...)
 	args = append(args, c.opts.masterArgs...)
-	p := testenv.StartProcess(c.t, c.dir, fmt.Sprintf("master-%d", len(c.masters)), nil, "ip", args...)
+	p := c.procs.Start(c.dir, fmt.Sprintf("master-%d", len(c.masters)), nil, "ip", args...)
 	c.masters = append(c.masters, p)
 	return p
 }
@@ -247,7 +251,7 @@ func (c *cluster) startAgent(node string) *testenv.Process {
 	args := []string{"node", "--node-name=" + node, "--netns=" + c.dp.Hosts[node].Name, "--kubeconfig=" + c.ncfg,
 		"--health-listen", "--withdraw-grace=1s", "--log-level=debug", c.subnetFlags()[0],
 		"--metrics-address=" + c.agentMetrics[node]}
-	p := testenv.StartProcess(c.t, c.dir, "agent-"+node, nil, bin, args...)
+	p := c.procs.Start(c.dir, "agent-"+node, nil, bin, args...)
 	c.agents[node] = p
 	return p
 }
@@ -529,6 +533,20 @@ func only(ips []netip.Addr) func(ipfamily.Family) []netip.Addr {
 	}
 }
 
+// senderOf names whose MAC on the external network mac is: a node's host
+// interface (the host path) or its gateway router's (OVN's path).
+func (c *cluster) senderOf(mac string) string {
+	for _, n := range c.topo.Nodes {
+		if testenv.MAC(n.ExternalIPs[0].Addr()) == mac {
+			return n.Name + "'s gateway router"
+		}
+		if out, err := c.dp.Hosts[n.Name].Run("cat", "/sys/class/net/eth0/address"); err == nil && strings.TrimSpace(out) == mac {
+			return n.Name + "'s host"
+		}
+	}
+	return "an unknown MAC"
+}
+
 // assertNoLeak fails the test if any packet with a pod address as source
 // reached the outside world during the whole test.
 func (c *cluster) assertNoLeak() {
@@ -537,7 +555,7 @@ func (c *cluster) assertNoLeak() {
 		for _, s := range c.topo.ClusterSubnets {
 			if s.Contains(src) {
 				first, _ := c.capture.First(src)
-				leaks = append(leaks, fmt.Sprintf("%s (%d packets; first at %s to %s proto %d)", src, n, first.At.Format("15:04:05.000"), first.Dst, first.Proto))
+				leaks = append(leaks, fmt.Sprintf("%s (%d packets; first %s, sent by %s)", src, n, first, c.senderOf(first.SrcMAC)))
 			}
 		}
 	}

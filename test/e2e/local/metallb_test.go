@@ -73,11 +73,15 @@ func (c *cluster) applyMetalLB(name string, ingress []netip.Addr) {
 	})
 }
 
+// unbalancedPort is a port of the LB IPs that nothing balances.
+const unbalancedPort = 81
+
 // balanceIngress keeps the DNAT of each egress Service's ingress IPs on
 // exactly the node labelled egress-service.k8s.ovn.org/<ns>-<name>, where
 // MetalLB announces them (host backend; on the gateway path the GR owns
 // the address).
 func (c *cluster) balanceIngress(ctx context.Context) {
+	// Only TCP port 80 is balanced (loadBalance); unbalancedPort is not.
 	for ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
 		if c.opts.backend != "host" {
