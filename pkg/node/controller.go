@@ -165,8 +165,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.nodeInformers.Shutdown()
 	defer c.egressInformers.Shutdown()
 	c.log.Info("waiting for informer caches")
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+	if err := controller.WaitSynced(ctx, c.synced...); err != nil {
+		return err
 	}
 	c.log.Info("caches synced; node agent running")
 	c.enqueue()

@@ -391,7 +391,10 @@ func TestNBCtlRenderingMatchesApplier(t *testing.T) {
 func (e *env) snats(gr, ext, ep string) bool { e.t.Helper(); return e.ovn.SNATs(e.t, gr, ext, ep) }
 
 // cached waits until the client's cache satisfies cond.
-func (e *env) cached(what string, cond func() bool) { e.t.Helper(); waitFor(e.t, what+" in the cache", cond) }
+func (e *env) cached(what string, cond func() bool) {
+	e.t.Helper()
+	waitFor(e.t, what+" in the cache", cond)
+}
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -16,17 +16,16 @@ import (
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// stackOpts configure an in-process master: the translation controller
-// and, optionally, host selection, wired to shared informer factories
-// exactly as pkg/k8s/master wires them (without the Lease), so the bench
-// can time its phases and read its counters.
+// stackOpts configure an in-process master (master.NewFromClients, without
+// the Lease): with an NB address the translation controller runs, with a
+// selection config host selection does; both: the central master.
 type stackOpts struct {
 	kube     kubernetes.Interface
 	egress   egressclient.Interface
@@ -42,6 +41,7 @@ type stackOpts struct {
 // stack is a running in-process master.
 type stack struct {
 	nb      client.Client
+	m       *master.Master
 	sync    *nbsync.Controller
 	sel     *selection.Controller
 	kubeInf kubeinformers.SharedInformerFactory
@@ -53,59 +53,45 @@ type stack struct {
 
 	cancel context.CancelFunc
 	done   chan error
-	n      int
 }
 
 func startStack(ctx context.Context, o stackOpts, log *logrus.Entry) (*stack, error) {
-	s := &stack{started: time.Now(), done: make(chan error, 2)}
-	s.kubeInf = informer.Kube(o.kube)
-	s.egInf = informer.Egress(o.egress)
+	s := &stack{started: time.Now(), done: make(chan error, 1)}
+	cfg := master.Config{Sync: nbsync.Config{Translate: o.cfg, BatchWindow: o.batch, ResyncInterval: o.resync}, Select: selection.DefaultConfig()}
+	if o.selection != nil {
+		cfg.Select = *o.selection
+		cfg.Controllers = append(cfg.Controllers, master.ControllerSelection)
+	}
 	var err error
 	if o.nbAddr != "" {
-		s.nb, err = ovn.NewNBClient(ctx, ovn.ClientConfig{Addresses: []string{o.nbAddr}}, log.WithField("controller", "libovsdb"))
-		if err != nil {
+		if s.nb, err = ovn.NewNBClient(ctx, ovn.ClientConfig{Addresses: []string{o.nbAddr}}, log.WithField("controller", "libovsdb")); err != nil {
 			return nil, err
 		}
 		s.connected = time.Now()
-		cfg := nbsync.Config{Translate: o.cfg, BatchWindow: o.batch, ResyncInterval: o.resync}
-		s.sync, err = nbsync.New(cfg, log.WithField("controller", "nbsync"), s.nb, s.kubeInf, s.egInf, o.recorder)
+		cfg.Controllers = append(cfg.Controllers, master.ControllerTranslation)
 	}
-	if err == nil && o.selection != nil {
-		sc := *o.selection
-		sc.ClusterSubnets = o.cfg.ClusterSubnets
-		s.sel, err = selection.New(sc, log.WithField("controller", "selection"), o.kube, o.egress, s.kubeInf, s.egInf, o.recorder)
-	}
+	s.m, err = master.NewFromClients(ctx, cfg, master.Clients{Kube: o.kube, Egress: o.egress, NB: s.nb, Recorder: o.recorder}, log)
 	if err != nil {
 		if s.nb != nil {
 			s.nb.Close()
 		}
-		return nil, fmt.Errorf("build controllers: %w", err)
+		return nil, fmt.Errorf("build the master: %w", err)
 	}
+	s.sync, s.sel = s.m.Sync(), s.m.Select()
+	s.kubeInf, s.egInf = s.m.Informers()
 	cctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
-	s.kubeInf.Start(cctx.Done())
-	s.egInf.Start(cctx.Done())
-	for t, ok := range s.kubeInf.WaitForCacheSync(cctx.Done()) {
-		if !ok {
-			s.stop()
-			return nil, fmt.Errorf("informer %v did not sync", t)
-		}
-	}
-	for t, ok := range s.egInf.WaitForCacheSync(cctx.Done()) {
-		if !ok {
-			s.stop()
-			return nil, fmt.Errorf("informer %v did not sync", t)
+	go func() { s.done <- s.m.Run(cctx) }()
+	for !s.m.Synced() {
+		select {
+		case err := <-s.done:
+			s.done <- err
+			_ = s.stop()
+			return nil, fmt.Errorf("the master stopped before its caches synced: %w", err)
+		case <-time.After(time.Millisecond):
 		}
 	}
 	s.synced = time.Now()
-	if s.sync != nil {
-		s.n++
-		go func() { s.done <- s.sync.Run(cctx) }()
-	}
-	if s.sel != nil {
-		s.n++
-		go func() { s.done <- s.sel.Run(cctx) }()
-	}
 	return s, nil
 }
 
@@ -131,18 +117,29 @@ func (s *stack) waitConverged(ctx context.Context) (time.Time, error) {
 
 func (s *stack) stop() error {
 	s.cancel()
-	var errs []error
-	for i := 0; i < s.n; i++ {
-		if err := <-s.done; err != nil && !errors.Is(err, context.Canceled) {
-			errs = append(errs, err)
-		}
-	}
-	s.kubeInf.Shutdown()
-	s.egInf.Shutdown()
+	err := <-s.done
 	if s.nb != nil {
 		s.nb.Close()
 	}
-	return errors.Join(errs...)
+	return notCanceled(err)
+}
+
+// notCanceled drops the controllers' context.Canceled from err (a joined
+// error keeps its other parts).
+func notCanceled(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var rest []error
+		for _, e := range j.Unwrap() {
+			if e = notCanceled(e); e != nil {
+				rest = append(rest, e)
+			}
+		}
+		return errors.Join(rest...)
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }
 
 // apiRecorder posts Events to the API server as the master's recorder

@@ -192,3 +192,18 @@ func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return sum
 }
+
+// TestWaitSynced: returns once every cache has synced, and fails when ctx
+// ends before.
+func TestWaitSynced(t *testing.T) {
+	var n atomic.Int32
+	later := func() bool { return n.Add(1) > 3 }
+	if err := controller.WaitSynced(context.Background(), func() bool { return true }, later); err != nil {
+		t.Fatalf("synced caches: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := controller.WaitSynced(ctx, func() bool { return false }); err == nil {
+		t.Fatal("a cache that never syncs: no error")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/ovn-kubernetes/libovsdb/client"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
@@ -54,12 +56,47 @@ type Config struct {
 	// UnassignedTraffic are always taken from Sync.Translate.
 	Select         selection.Config
 	LeaderElection LeaderElection
+	// Controllers names the controllers to run (ControllerSelection,
+	// ControllerTranslation); empty: every one the mode has. Translation
+	// exists only with a central NB.
+	Controllers []string
 	// Observe, when set, gets the master's metrics and health checks.
 	Observe *observe.Server
 }
 
+// The master's controllers, as Config.Controllers names them.
+const (
+	ControllerSelection   = "selection"
+	ControllerTranslation = "translation"
+)
+
 // Validate checks the configuration and fills defaults.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(true) }
+
+// checkControllers checks Config.Controllers against the resolved mode.
+func (c *Config) checkControllers() error {
+	for _, n := range c.Controllers {
+		switch n {
+		case ControllerSelection:
+		case ControllerTranslation:
+			if c.Mode != ModeCentral {
+				return fmt.Errorf("controller %q needs the central mode: in interconnect each node agent translates its zone", n)
+			}
+		default:
+			return fmt.Errorf("unknown controller %q (want %s or %s)", n, ControllerSelection, ControllerTranslation)
+		}
+	}
+	return nil
+}
+
+// runs reports whether the controller named n is to run.
+func (c *Config) runs(n string) bool {
+	return len(c.Controllers) == 0 || slices.Contains(c.Controllers, n)
+}
+
+// validate checks the configuration and fills defaults; needNB: the NB
+// client is the master's to make.
+func (c *Config) validate(needNB bool) error {
 	switch c.Mode {
 	case "":
 		c.Mode = ModeCentral
@@ -69,9 +106,14 @@ func (c *Config) Validate() error {
 	}
 	// Interconnect needs no NB (each zone's agent writes its own); auto
 	// checks it once the mode is known.
-	if c.Mode == ModeCentral {
+	if c.Mode == ModeCentral && needNB {
 		if err := c.NB.Validate(); err != nil {
 			return fmt.Errorf("nb: %w", err)
+		}
+	}
+	if c.Mode != ModeAuto { // auto: checked once the mode is known
+		if err := c.checkControllers(); err != nil {
+			return err
 		}
 	}
 	if err := c.Sync.Validate(); err != nil {
@@ -109,10 +151,22 @@ type Master struct {
 	sel     *selection.Controller
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
-	// stopEvents flushes and stops the Event recorder.
+	closeNB bool // the master made nb (New) and closes it
+	// stopEvents flushes and stops the Event recorder the master made.
 	stopEvents func()
 	coexist    *coexist.Detector
 	leader     prometheus.Gauge // nil without metrics
+}
+
+// Clients are the ready connections a master works through: the API
+// server's clients and, with one central NB, its client (nil: interconnect,
+// the master only selects hosts). Recorder is optional: without one the
+// master posts Events through Kube.
+type Clients struct {
+	Kube     kubernetes.Interface
+	Egress   egressclient.Interface
+	NB       client.Client
+	Recorder record.EventRecorder
 }
 
 // New connects to the API server and NB (retrying NB until ctx ends) and
@@ -140,44 +194,68 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 			}
 		}
 	}
-	leader := instrument(&cfg, cfg.Observe)
-	var nb client.Client
+	if err := cfg.checkControllers(); err != nil {
+		return nil, err
+	}
+	leader := instrument(&cfg, cfg.Observe) // before the NB client: it registers its metrics
+	cl := Clients{Kube: kube, Egress: egress}
 	if cfg.Mode == ModeCentral {
-		if nb, err = ovn.ConnectNB(ctx, cfg.NB, log); err != nil {
+		if cl.NB, err = ovn.ConnectNB(ctx, cfg.NB, log); err != nil {
 			return nil, err
 		}
-		observeNB(cfg.Observe, nb)
 	} else {
 		log.Info("interconnect: selecting hosts only; each node agent translates its own zone")
 	}
-	closeNB := func() {
-		if nb != nil {
-			nb.Close()
+	m, err := build(ctx, cfg, cl, leader, log)
+	if err != nil {
+		if cl.NB != nil {
+			cl.NB.Close()
+		}
+		return nil, err
+	}
+	m.closeNB = cl.NB != nil
+	return m, nil
+}
+
+// NewFromClients builds a master on connections the caller made and keeps
+// owning (an NB client is not closed by Run): the mode follows cl.NB.
+// Benchmarks and embedders use it; the process uses New.
+func NewFromClients(ctx context.Context, cfg Config, cl Clients, log *logrus.Entry) (*Master, error) {
+	cfg.Mode = ModeIC
+	if cl.NB != nil {
+		cfg.Mode = ModeCentral
+	}
+	if err := cfg.validate(false); err != nil {
+		return nil, err
+	}
+	return build(ctx, cfg, cl, instrument(&cfg, cfg.Observe), log)
+}
+
+// build wires the controllers of cfg.Controllers on shared informers.
+func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge, log *logrus.Entry) (*Master, error) {
+	observeNB(cfg.Observe, cl.NB)
+	recorder, stopEvents := cl.Recorder, func() {}
+	if recorder == nil {
+		var err error
+		if recorder, stopEvents, err = controller.NewRecorder(ctx, cl.Kube, corev1.EventSource{Component: "ovn-egress-master"}); err != nil {
+			return nil, err
 		}
 	}
-	recorder, stopEvents, err := controller.NewRecorder(ctx, kube, corev1.EventSource{Component: "ovn-egress-master"})
-	if err != nil {
-		closeNB()
-		return nil, err
-	}
 	det := coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, Central: cfg.Mode == ModeCentral},
-		nb, log.WithField("controller", "coexist"), recorder)
+		cl.NB, log.WithField("controller", "coexist"), recorder)
 	cfg.Sync.Standoff, cfg.Select.Standoff = det, det
-	m := &Master{cfg: cfg, log: log, kube: kube, egress: egress, nb: nb, stopEvents: stopEvents, coexist: det, leader: leader,
-		kubeInf: informer.Kube(kube),
-		egInf:   informer.Egress(egress, det.ObserveEgressService)}
-	if err := det.Watch(m.egInf.K8s().V1().EgressServices()); err != nil {
-		closeNB()
-		return nil, err
+	m := &Master{cfg: cfg, log: log, kube: cl.Kube, egress: cl.Egress, nb: cl.NB, stopEvents: stopEvents, coexist: det, leader: leader,
+		kubeInf: informer.Kube(cl.Kube),
+		egInf:   informer.Egress(cl.Egress, det.ObserveEgressService)}
+	err := det.Watch(m.egInf.K8s().V1().EgressServices())
+	if err == nil && cl.NB != nil && cfg.runs(ControllerTranslation) {
+		m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), cl.NB, m.kubeInf, m.egInf, recorder)
 	}
-	if nb != nil {
-		m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), nb, m.kubeInf, m.egInf, recorder)
-	}
-	if err == nil {
-		m.sel, err = selection.New(cfg.Select, log.WithField("controller", "selection"), kube, egress, m.kubeInf, m.egInf, recorder)
+	if err == nil && cfg.runs(ControllerSelection) {
+		m.sel, err = selection.New(cfg.Select, log.WithField("controller", "selection"), cl.Kube, cl.Egress, m.kubeInf, m.egInf, recorder)
 	}
 	if err != nil {
-		closeNB()
+		stopEvents()
 		return nil, err
 	}
 	det.OnChange(func(c coexist.Conflict) {
@@ -185,10 +263,9 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 			return
 		}
 		// The standoff is over: converge everything skipped meanwhile.
-		if m.sync != nil {
-			m.sync.EnqueueAll()
+		for _, ctl := range m.controllers() {
+			ctl.EnqueueAll()
 		}
-		m.sel.EnqueueAll()
 	})
 	m.checks(cfg.Observe)
 	return m, nil
@@ -198,7 +275,7 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 // controllers until ctx ends or leadership is lost (an error: the process
 // must restart to become a clean standby).
 func (m *Master) Run(ctx context.Context) error {
-	if m.nb != nil {
+	if m.closeNB {
 		defer m.nb.Close()
 	}
 	defer m.stopEvents()
@@ -277,9 +354,9 @@ func (m *Master) lead(ctx context.Context) error {
 	m.setLeader(true)
 	defer m.setLeader(false)
 	go m.coexist.Run(ctx) // logs, Events and the standoff's end as they happen
-	runs := []func(context.Context) error{m.sel.Run}
-	if m.sync != nil {
-		runs = append(runs, m.sync.Run)
+	var runs []func(context.Context) error
+	for _, ctl := range m.controllers() {
+		runs = append(runs, ctl.Run)
 	}
 	done := make(chan error, len(runs))
 	for _, run := range runs {
@@ -294,19 +371,52 @@ func (m *Master) lead(ctx context.Context) error {
 }
 
 // Mode is the deployment mode the master runs in (auto resolved).
-func (m *Master) Mode() string {
-	if m.sync == nil {
-		return ModeIC
+func (m *Master) Mode() string { return m.cfg.Mode }
+
+// runner is what lead, the readiness check and the standoff's end need of
+// each controller.
+type runner interface {
+	Run(context.Context) error
+	EnqueueAll()
+	Synced() bool
+	Stuck(time.Duration) error
+}
+
+// controllers are the controllers this master runs.
+func (m *Master) controllers() []runner {
+	var out []runner
+	if m.sel != nil {
+		out = append(out, m.sel)
 	}
-	return ModeCentral
+	if m.sync != nil {
+		out = append(out, m.sync)
+	}
+	return out
+}
+
+// Synced reports whether every controller's informer caches have synced.
+func (m *Master) Synced() bool {
+	for _, ctl := range m.controllers() {
+		if !ctl.Synced() {
+			return false
+		}
+	}
+	return true
 }
 
 // Sync exposes the translation controller (tests and benchmarks); nil in
-// interconnect mode.
+// interconnect mode or when it is not among Config.Controllers.
 func (m *Master) Sync() *nbsync.Controller { return m.sync }
 
 // Conflict is the state of the coexistence check with ovn-kubernetes.
 func (m *Master) Conflict() coexist.Conflict { return m.coexist.Conflict() }
 
-// Select exposes the host-selection controller (tests and benchmarks).
+// Informers are the master's shared informer factories (tests and
+// benchmarks read its caches and watch what it watches).
+func (m *Master) Informers() (kubeinformers.SharedInformerFactory, egressinformers.SharedInformerFactory) {
+	return m.kubeInf, m.egInf
+}
+
+// Select exposes the host-selection controller (tests and benchmarks); nil
+// when it is not among Config.Controllers.
 func (m *Master) Select() *selection.Controller { return m.sel }

@@ -62,7 +62,7 @@ func (m *Master) checks(obs *observe.Server) {
 				errs = append(errs, fmt.Errorf("NB not connected: %w", err))
 			}
 		}
-		if !m.sel.Synced() || (m.sync != nil && !m.sync.Synced()) {
+		if !m.Synced() {
 			errs = append(errs, errors.New("informer caches not synced"))
 		}
 		if c := m.coexist.Conflict(); c.Active() {
@@ -71,9 +71,9 @@ func (m *Master) checks(obs *observe.Server) {
 		return errors.Join(errs...)
 	})
 	obs.Live("master", func() error {
-		errs := []error{m.sel.Stuck(controller.StuckBound)}
-		if m.sync != nil {
-			errs = append(errs, m.sync.Stuck(controller.StuckBound))
+		var errs []error
+		for _, ctl := range m.controllers() {
+			errs = append(errs, ctl.Stuck(controller.StuckBound))
 		}
 		return errors.Join(errs...)
 	})

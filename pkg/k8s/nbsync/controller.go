@@ -228,8 +228,8 @@ func addIndexers(es, slices cache.SharedIndexInformer) error {
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	c.log.Info("waiting for informer caches")
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+	if err := controller.WaitSynced(ctx, c.synced...); err != nil {
+		return err
 	}
 	c.enqueueAll(ctx)
 	if c.cfg.ResyncInterval > 0 {

@@ -139,8 +139,8 @@ func New(cfg Config, log *logrus.Entry, kube kubernetes.Interface, egress egress
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	c.log.Info("waiting for informer caches")
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+	if err := controller.WaitSynced(ctx, c.synced...); err != nil {
+		return err
 	}
 	c.repair(ctx)
 	var wg sync.WaitGroup

@@ -1,0 +1,77 @@
+package master_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
+)
+
+// TestControllersSplitAcrossTwoMasters: --controllers splits the master
+// into a selecting one and a translating one, each under its own Lease:
+// the first writes status.host and the label and never NB, the second
+// writes the NB rows and never status; stopping the translator leaves NB
+// as it was while hosts keep being chosen.
+func TestControllersSplitAcrossTwoMasters(t *testing.T) {
+	c := newCluster(t)
+	sel := c.config("split-select")
+	sel.Controllers = []string{master.ControllerSelection}
+	sel.Select = selection.Config{HealthInterval: 100 * time.Millisecond, Prober: allReachable{}}
+	sel.Sync.Translate.AssumeAgentsReady = true
+	xl := c.config("split-translate")
+	xl.Controllers = []string{master.ControllerTranslation}
+	xl.Sync.Translate.AssumeAgentsReady = true
+	ms, _ := c.start(sel, kube.Config)
+	mt, stopXL := c.start(xl, kube.Config)
+	if ms.Sync() != nil || ms.Select() == nil || mt.Select() != nil || mt.Sync() == nil {
+		t.Fatalf("controllers: selecting master runs sync=%v select=%v; translating master sync=%v select=%v",
+			ms.Sync() != nil, ms.Select() != nil, mt.Sync() != nil, mt.Select() != nil)
+	}
+
+	c.createService("web", "172.18.0.100", "10.244.1.5@node1")
+	c.eventually("status.host", func() bool { return c.host("web") != "" })
+	host := c.host("web")
+	c.eventually("the host's set", func() bool { return c.setAddresses(host) == `["10.244.1.5"]` })
+	if l := c.egressLabels(); len(l) != 1 {
+		t.Errorf("labels %v, want one on %s", l, host)
+	}
+	if n := mt.Sync().Stats().Transactions; n == 0 {
+		t.Errorf("the translating master wrote no NB transaction")
+	}
+
+	// The translator stops: the selector still picks a host for a new
+	// service, and no NB row appears for it.
+	stopXL()
+	c.createService("api", "172.18.0.101", "10.244.2.6@node2")
+	c.eventually("status.host of api", func() bool { return c.host("api") != "" })
+	time.Sleep(300 * time.Millisecond)
+	for _, n := range c.topo.Nodes {
+		if strings.Contains(c.setAddresses(n.Name), "10.244.2.6") {
+			t.Errorf("api's endpoint is in %s's set with no translator running", n.Name)
+		}
+	}
+}
+
+// TestControllersConfig: unknown controllers and translation without a
+// central NB are refused before anything connects.
+func TestControllersConfig(t *testing.T) {
+	c := newCluster(t)
+	for _, tc := range []struct {
+		mode        string
+		controllers []string
+		want        string
+	}{
+		{master.ModeCentral, []string{"selection", "egressip"}, `unknown controller "egressip"`},
+		{master.ModeIC, []string{master.ControllerTranslation}, "needs the central mode"},
+	} {
+		cfg := c.config("refused")
+		cfg.Mode, cfg.Controllers = tc.mode, tc.controllers
+		_, err := master.New(context.Background(), cfg, kube.Config, testLogger(t))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("mode %s, controllers %v: error %v, want %q", tc.mode, tc.controllers, err, tc.want)
+		}
+	}
+}
