@@ -12,7 +12,7 @@ DEMO_ARGS ?=
 
 # The packages whose tests run OVN (NB/SB/northd, RAFT, the dataplane):
 # test-ovn25 runs them on OVN 25.03.
-OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/
+OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/ ./test/scale/
 
 .PHONY: all build test test-ovn25 ovn25 unit testbin generate verify lint demo e2e bench clean help
 

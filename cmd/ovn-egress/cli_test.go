@@ -20,22 +20,7 @@ import (
 
 var kube *testenv.Kube
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "oe-cli-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	kube, err = testenv.StartKube(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start kube:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	kube.Stop()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithKube(m, "oe-cli-", &kube)) }
 
 // run runs the CLI in-process and returns stdout, stderr and the exit code.
 func run(t *testing.T, args ...string) (string, string, int) {

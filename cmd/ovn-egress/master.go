@@ -132,6 +132,12 @@ func selectConfig(c *cli.Context) (selection.Config, error) {
 	return cfg, nil
 }
 
+// reportNamespaceFlag names where the node agents keep their readiness
+// reports (their own namespace).
+func reportNamespaceFlag(cat string) cli.Flag {
+	return &cli.StringFlag{Name: "report-namespace", Value: master.DefaultReportNamespace, Usage: "namespace of the node agents' readiness-report ConfigMaps (the agents' namespace)", Category: cat, EnvVars: []string{"POD_NAMESPACE"}}
+}
+
 func masterCommand() *cli.Command {
 	flags := append(kubeFlags(), nbFlags()...)
 	flags = append(flags, translateFlags()...)
@@ -139,6 +145,7 @@ func masterCommand() *cli.Command {
 	flags = append(flags,
 		&cli.StringFlag{Name: "mode", Value: master.ModeCentral, Usage: "central (one NB: select hosts and translate), ic (interconnect, one NB per zone: select hosts only; node agents run with --zone) or auto (detect from the nodes' annotations)", Category: catXlate},
 		&cli.DurationFlag{Name: "nat-batch-window", Usage: "with --snat-backend=ovn: gather changes this long before each NB transaction (default: 1s on an NB without NAT.match, OVN < 24.09, where every NAT change costs ovn-northd a full recompute; none where NAT.match exists)", Category: catXlate},
+		reportNamespaceFlag(catXlate),
 		&cli.StringFlag{Name: "controllers", Usage: "controllers to run, comma-separated: selection (hosts, status.host, node labels, health probes) and translation (NB rows; central mode only) (default: every controller the mode has)", Category: catXlate},
 		&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "re-converge every key this often (0: never)", Category: catXlate},
 		&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "run only while holding the Lease (several replicas: one active)", Category: catLeader},
@@ -181,7 +188,7 @@ func masterCommand() *cli.Command {
 }
 
 func masterConfig(c *cli.Context) (master.Config, error) {
-	cfg := master.Config{Mode: c.String("mode")}
+	cfg := master.Config{Mode: c.String("mode"), ReportNamespace: c.String("report-namespace")}
 	for _, n := range strings.Split(c.String("controllers"), ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			cfg.Controllers = append(cfg.Controllers, n)

@@ -19,6 +19,7 @@ func nodeCommand() *cli.Command {
 	d := node.DefaultConfig()
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "node-name", Usage: "the Node this agent runs on", Category: catNode, EnvVars: []string{"NODE_NAME"}, Required: true},
+		reportNamespaceFlag(catNode),
 		&cli.IntFlag{Name: "rule-priority", Value: d.RulePriority, Usage: "ip rule priority the agent owns in both families (every rule there is its own)", Category: catNode},
 		&cli.DurationFlag{Name: "withdraw-grace", Value: d.WithdrawGrace, Usage: "wait after withdrawing a service from the readiness report before removing its SNAT and rules", Category: catNode},
 		&cli.DurationFlag{Name: "resync-interval", Value: d.ResyncInterval, Usage: "re-apply the node plan this often (0 disables)", Category: catNode},
@@ -91,7 +92,7 @@ func nodeCommand() *cli.Command {
 
 // zoneConfig reads the flags of a node agent's zone translation.
 func zoneConfig(c *cli.Context) (zone.Config, error) {
-	cfg := zone.Config{Node: c.String("node-name")}
+	cfg := zone.Config{Node: c.String("node-name"), ReportNamespace: c.String("report-namespace")}
 	var err error
 	if cfg.NB, err = nbConfig(c); err != nil {
 		return cfg, err
@@ -107,6 +108,7 @@ func zoneConfig(c *cli.Context) (zone.Config, error) {
 func nodeConfig(c *cli.Context) (node.Config, error) {
 	cfg := node.DefaultConfig()
 	cfg.NodeName = c.String("node-name")
+	cfg.ReportNamespace = c.String("report-namespace")
 	cfg.RulePriority = c.Int("rule-priority")
 	cfg.WithdrawGrace = c.Duration("withdraw-grace")
 	cfg.ResyncInterval = c.Duration("resync-interval")

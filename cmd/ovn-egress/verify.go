@@ -255,5 +255,12 @@ func listObjects(ctx context.Context, cfg *rest.Config) (translate.Objects, erro
 	for i := range nodes.Items {
 		objs.Nodes = append(objs.Nodes, &nodes.Items[i])
 	}
+	reports, err := kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: translate.ReportLabel})
+	if err != nil {
+		return objs, fmt.Errorf("list the node agents' report configmaps: %w", err)
+	}
+	for i := range reports.Items {
+		objs.Reports = append(objs.Reports, &reports.Items[i])
+	}
 	return objs, nil
 }

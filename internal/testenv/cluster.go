@@ -43,6 +43,9 @@ func (k *Kube) CreateNodes(t testing.TB, topo Topology) {
 		name := n.Name
 		t.Cleanup(func() {
 			_ = k.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+			// No garbage collector runs here to follow the report's owner.
+			_ = k.Client.CoreV1().ConfigMaps(ReportNamespace).DeleteCollection(context.Background(), metav1.DeleteOptions{},
+				metav1.ListOptions{LabelSelector: translate.ReportNodeLabel + "=" + translate.ReportNodeHash(name)})
 		})
 	}
 }
@@ -131,14 +134,53 @@ func (k *Kube) SetHost(t testing.TB, ns, name, host string, mutate ...func(*egre
 	return es
 }
 
-// SetReport writes a node agent's readiness report on the Node.
+// ReportNamespace is where the tests' agents keep their readiness reports
+// (the manifests' namespace).
+const ReportNamespace = "ovn-egress"
+
+// SetReport writes a node agent's readiness report, as the agent does: its
+// first ConfigMap in ReportNamespace (a report this small has one part).
 func (k *Kube) SetReport(t testing.TB, node string, r translate.Report) {
+	t.Helper()
+	ctx, cancel := ctx30()
+	defer cancel()
+	_, _ = k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReportNamespace}}, metav1.CreateOptions{})
+	name, err := translate.ReportConfigMapName(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ReportNamespace,
+		Labels: map[string]string{translate.ReportLabel: "", translate.ReportNodeLabel: translate.ReportNodeHash(node)}},
+		Data: map[string]string{translate.ReportNodeKey: node, translate.ReportDataKey: r.Encode()}}
+	cms := k.Client.CoreV1().ConfigMaps(ReportNamespace)
+	if _, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("report of %s: %v", node, err)
+	}
+}
+
+// SetLegacyReport writes a readiness report where agents of older releases
+// did: the Node's annotation.
+func (k *Kube) SetLegacyReport(t testing.TB, node string, r translate.Report) {
 	t.Helper()
 	ctx, cancel := ctx30()
 	defer cancel()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{translate.ReportAnnotation: r.Encode()}}})
 	if _, err := k.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("report on %s: %v", node, err)
+	}
+}
+
+// DeleteReport removes node's first report ConfigMap.
+func (k *Kube) DeleteReport(t testing.TB, node string) {
+	t.Helper()
+	ctx, cancel := ctx30()
+	defer cancel()
+	name, _ := translate.ReportConfigMapName(node)
+	if err := k.Client.CoreV1().ConfigMaps(ReportNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete the report of %s: %v", node, err)
 	}
 }
 

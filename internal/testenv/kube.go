@@ -491,3 +491,23 @@ func TestbinPath(name string) (string, error) {
 	}
 	return p, nil
 }
+
+// RunWithKube runs a package's tests against one Kube started in a fresh
+// temporary directory named after prefix, stops it and removes the
+// directory after, and returns m.Run's code; a Kube that does not start
+// fails the package (missing binaries never skip it). *k is set before
+// any test runs; tests only read it.
+func RunWithKube(m *testing.M, prefix string, k **Kube) int {
+	dir, err := os.MkdirTemp("", prefix)
+	if err == nil {
+		*k, err = StartKube(dir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start kube:", err)
+		return 1
+	}
+	code := m.Run()
+	(*k).Stop()
+	os.RemoveAll(dir)
+	return code
+}

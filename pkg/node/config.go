@@ -15,6 +15,9 @@ import (
 type Config struct {
 	// NodeName is the Node this agent runs on.
 	NodeName string
+	// ReportNamespace holds the agent's readiness-report ConfigMap (the
+	// agents' namespace; the master reads it there).
+	ReportNamespace string
 	// RulePriority is the ip rule priority the agent owns (5000).
 	RulePriority int
 	// WithdrawGrace is how long the agent waits after withdrawing a
@@ -53,6 +56,7 @@ type Config struct {
 // DefaultConfig returns the defaults of every flag.
 func DefaultConfig() Config {
 	return Config{
+		ReportNamespace:  "ovn-egress",
 		RulePriority:     translate.DefaultRulePriority,
 		WithdrawGrace:    2 * time.Second,
 		ResyncInterval:   time.Minute,
@@ -69,6 +73,11 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.NodeName == "" {
 		errs = append(errs, errors.New("node name is empty"))
+	} else if _, err := translate.ReportConfigMapName(c.NodeName); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ReportNamespace == "" {
+		errs = append(errs, errors.New("report namespace is empty"))
 	}
 	if c.WithdrawGrace < 0 {
 		errs = append(errs, fmt.Errorf("withdraw grace %v is negative", c.WithdrawGrace))

@@ -82,22 +82,45 @@ func newAgentFixture(t *testing.T, cfg Config, kubeObjs []runtime.Object, egress
 	f.kube.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		var p struct {
 			Metadata struct {
-				Annotations map[string]string `json:"annotations"`
+				Annotations map[string]*string `json:"annotations"`
 			} `json:"metadata"`
 		}
 		if err := json.Unmarshal(a.(k8stesting.PatchAction).GetPatch(), &p); err != nil {
 			t.Errorf("patch is not a JSON merge patch: %v", err)
 		}
-		if len(p.Metadata.Annotations) != 1 {
-			t.Errorf("patch touches %v; want only the report annotation", p.Metadata.Annotations)
+		if v, ok := p.Metadata.Annotations[translate.ReportAnnotation]; len(p.Metadata.Annotations) != 1 || !ok || v != nil {
+			t.Errorf("Node patch touches %v; want only the removal of the older release's report annotation", p.Metadata.Annotations)
 		}
-		r, err := translate.ParseReport(p.Metadata.Annotations[translate.ReportAnnotation])
+		return false, nil, nil
+	})
+	record := func(data map[string]string) {
+		if data[translate.ReportNodeKey] != cfg.NodeName {
+			t.Errorf("report ConfigMap names node %q, want %s", data[translate.ReportNodeKey], cfg.NodeName)
+		}
+		r, err := translate.ParseReport(data[translate.ReportDataKey])
 		if err != nil {
 			t.Error(err)
 		}
 		f.mu.Lock()
 		f.patches = append(f.patches, patchRecord{at: time.Now(), report: r, nft: f.nft.Dump(), rules: f.nl.Dump()})
 		f.mu.Unlock()
+	}
+	f.kube.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm := a.(k8stesting.CreateAction).GetObject().(*corev1.ConfigMap)
+		if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].Kind != "Node" || cm.OwnerReferences[0].Name != cfg.NodeName {
+			t.Errorf("report ConfigMap owners %v, want the Node %s", cm.OwnerReferences, cfg.NodeName)
+		}
+		record(cm.Data)
+		return false, nil, nil
+	})
+	f.kube.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		var p struct {
+			Data map[string]string `json:"data"`
+		}
+		if err := json.Unmarshal(a.(k8stesting.PatchAction).GetPatch(), &p); err != nil {
+			t.Errorf("patch is not a JSON merge patch: %v", err)
+		}
+		record(p.Data)
 		return false, nil, nil
 	})
 	a, err := NewApplier(cfg.applierConfig(), f.nl, f.nft, mapSysctl{"net/ipv4/ip_forward": "1", "net/ipv6/conf/all/forwarding": "1"}, testLog())
@@ -178,10 +201,14 @@ func TestNodeAgentReportOrdering(t *testing.T) {
 	if strings.Join(got.IngressIPs, ",") != "5.5.5.5" || got.Network != "red" || got.Endpoints != wantEps {
 		t.Errorf("report entry %+v; want ips [5.5.5.5], network red, eps %s", got, wantEps)
 	}
+	cmName, _ := translate.ReportConfigMapName(testNode)
+	cm, err := f.kube.CoreV1().ConfigMaps(f.c.cfg.ReportNamespace).Get(ctx, cmName, metav1.GetOptions{})
+	if err != nil || cm.Data[translate.ReportDataKey] != first.report.Encode() {
+		t.Errorf("report ConfigMap %v (%v), want the report %s", cm, err, first.report.Encode())
+	}
 	node, err := f.kube.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
-	if err != nil || node.Annotations[translate.ReportAnnotation] != first.report.Encode() ||
-		node.Annotations[translate.AnnotNodeSubnets] == "" {
-		t.Errorf("Node annotations %v (%v)", node.Annotations, err)
+	if err != nil || node.Annotations[translate.ReportAnnotation] != "" || node.Annotations[translate.AnnotNodeSubnets] == "" {
+		t.Errorf("Node annotations %v (%v): the report is not the Node's any more", node.Annotations, err)
 	}
 
 	// The service moves to another node.

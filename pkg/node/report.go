@@ -4,74 +4,248 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// FieldManager names the agent's writes to its Node.
+// FieldManager names the agent's writes to its Node and its report.
 const FieldManager = "ovn-egress-node"
 
-// reportState remembers the agent's last write of the report, so that a
-// Node lister that has not seen the write yet is not mistaken for a report
-// someone else changed.
-type reportState struct {
-	written  string // the value last patched
-	beforeRV string // the Node's resourceVersion in the lister when patched
+// partWrite remembers the agent's last write of one part of its report, so
+// that a lister that has not seen the write yet is not mistaken for a
+// report someone else changed.
+type partWrite struct {
+	value    string // the part's report as written; "" when deleted
+	beforeRV string // the part's resourceVersion in the lister when written ("": none)
 }
 
-// currentReport is the report the master currently sees: the Node's
-// annotation, or what the agent wrote last if the lister lags behind it.
-func (c *Controller) currentReport() (string, translate.Report, error) {
-	n, err := c.nodeLister.Get(c.cfg.NodeName)
+// currentParts is the report the master currently sees, by part: the
+// agent's report ConfigMaps, or what the agent wrote last where the lister
+// lags behind it. legacy: there are none, and the entries (part 0) are the
+// Node annotation of an older agent release, which the master reads then.
+func (c *Controller) currentParts() (parts map[int]translate.Report, legacy bool, err error) {
+	list, err := c.reportLister.List(labels.Everything())
 	if err != nil {
-		return "", nil, fmt.Errorf("own Node %s: %w", c.cfg.NodeName, err)
+		return nil, false, fmt.Errorf("own report configmaps: %w", err)
 	}
-	raw := n.Annotations[translate.ReportAnnotation]
-	if c.report.written != "" && n.ResourceVersion == c.report.beforeRV {
-		raw = c.report.written
+	raw, rvs := map[int]string{}, map[int]string{}
+	for _, cm := range list {
+		node, part, _, perr := translate.ParseReportConfigMap(cm)
+		if perr != nil || node != c.cfg.NodeName {
+			continue
+		}
+		raw[part], rvs[part] = cm.Data[translate.ReportDataKey], cm.ResourceVersion
 	}
-	r, err := translate.ParseReport(raw)
-	if err != nil {
-		// An unreadable report is replaced by the next publish; treat it
-		// as listing nothing.
-		c.log.WithError(err).Warn("ignoring the unreadable readiness report on the Node")
-		r = translate.Report{}
+	for part, w := range c.report {
+		if rvs[part] != w.beforeRV {
+			delete(c.report, part) // the lister has seen the write (or a later one)
+			continue
+		}
+		if w.value == "" { // the lister has not seen the write yet
+			delete(raw, part)
+		} else {
+			raw[part] = w.value
+		}
 	}
-	return raw, r, nil
+	if len(raw) == 0 {
+		n, err := c.nodeLister.Get(c.cfg.NodeName)
+		if err != nil {
+			return nil, false, fmt.Errorf("own Node %s: %w", c.cfg.NodeName, err)
+		}
+		if v, ok := n.Annotations[translate.ReportAnnotation]; ok {
+			raw[0], legacy = v, true
+		}
+	}
+	parts = map[int]translate.Report{}
+	for part, v := range raw {
+		r, err := translate.ParseReport(v)
+		if err != nil {
+			// An unreadable part is replaced by the next publish; treat it
+			// as listing nothing.
+			c.log.WithError(err).WithField("part", part).Warn("ignoring the unreadable readiness report")
+			r = translate.Report{}
+		}
+		parts[part] = r
+	}
+	return parts, legacy, nil
 }
 
-// publish writes the report onto the agent's own Node, as a JSON merge
-// patch of only the annotation, and only when it differs from what is
-// there.
+// currentReport is the union of the report's parts.
+func (c *Controller) currentReport() (translate.Report, error) {
+	parts, _, err := c.currentParts()
+	if err != nil {
+		return nil, err
+	}
+	all := translate.Report{}
+	for _, r := range parts {
+		maps.Copy(all, r)
+	}
+	return all, nil
+}
+
+// publish writes the report into the agent's report ConfigMaps (created
+// owned by the Node, then merge-patched; emptied parts after the first are
+// deleted), only what differs from what is there; then drops the Node
+// annotation an older release wrote. An entry stays in the part that has
+// it; a new one goes into the first part with room (layoutReport).
 func (c *Controller) publish(ctx context.Context, r translate.Report) (bool, error) {
-	raw, _, err := c.currentReport()
+	parts, legacy, err := c.currentParts()
 	if err != nil {
 		return false, err
-	}
-	val := r.Encode()
-	if raw == val || (raw == "" && len(r) == 0) {
-		return false, nil
 	}
 	n, err := c.nodeLister.Get(c.cfg.NodeName)
 	if err != nil {
 		return false, fmt.Errorf("own Node %s: %w", c.cfg.NodeName, err)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{translate.ReportAnnotation: val}}})
+	if legacy {
+		parts = nil // the annotation is no part: everything is written anew
+	}
+	if len(parts) == 0 && len(r) == 0 && !legacy {
+		return false, nil // nothing reported, nothing to say
+	}
+	want := layoutReport(parts, r, translate.ReportShardBytes)
+	published := false
+	for _, part := range slices.Sorted(maps.Keys(want)) {
+		cur, exists := parts[part]
+		val := want[part].Encode()
+		if exists && cur.Encode() == val {
+			continue
+		}
+		if err := c.writePart(ctx, n, part, !exists, val); err != nil {
+			return published, err
+		}
+		published = true
+	}
+	for part := range parts {
+		if _, ok := want[part]; !ok {
+			if err := c.deletePart(ctx, part); err != nil {
+				return published, err
+			}
+			published = true
+		}
+	}
+	if _, ok := n.Annotations[translate.ReportAnnotation]; ok {
+		// The ConfigMaps hold the report now; the master prefers them.
+		patch := []byte(`{"metadata":{"annotations":{"` + translate.ReportAnnotation + `":null}}}`)
+		if _, err := c.d.Kube.CoreV1().Nodes().Patch(ctx, c.cfg.NodeName, types.MergePatchType, patch,
+			metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+			return published, fmt.Errorf("drop the older release's report annotation from Node %s: %w", c.cfg.NodeName, err)
+		}
+	}
+	return published, nil
+}
+
+// layoutReport places r's entries into parts: an entry in a part of cur
+// stays there; new entries, in name order, go into the first part whose
+// encoding stays within limit, else into a new part. Part 0 always exists;
+// later parts only with entries.
+func layoutReport(cur map[int]translate.Report, r translate.Report, limit int) map[int]translate.Report {
+	out := map[int]translate.Report{0: {}}
+	size := map[int]int{0: 2}                                                          // {}
+	entry := func(k string) int { return len(translate.Report{k: r[k]}.Encode()) - 1 } // less the braces, plus a comma
+	placed := map[string]bool{}
+	for part, entries := range cur {
+		for k := range entries {
+			if _, ok := r[k]; ok {
+				if out[part] == nil {
+					out[part], size[part] = translate.Report{}, 2
+				}
+				out[part][k] = r[k]
+				size[part] += entry(k)
+				placed[k] = true
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(r)) {
+		if placed[k] {
+			continue
+		}
+		e := entry(k)
+		part := 0
+		for ; out[part] != nil && size[part]+e > limit; part++ {
+		}
+		if out[part] == nil {
+			out[part], size[part] = translate.Report{}, 2
+		}
+		out[part][k] = r[k]
+		size[part] += e
+	}
+	for part, entries := range out {
+		if part > 0 && len(entries) == 0 {
+			delete(out, part)
+		}
+	}
+	return out
+}
+
+// writePart creates part of the report (create: none in the lister) or
+// merge-patches its data.
+func (c *Controller) writePart(ctx context.Context, n *corev1.Node, part int, create bool, val string) error {
+	name, err := translate.ReportShardName(c.cfg.NodeName, part)
 	if err != nil {
-		return false, fmt.Errorf("readiness report patch: %w", err)
+		return err
 	}
-	if _, err := c.d.Kube.CoreV1().Nodes().Patch(ctx, c.cfg.NodeName, types.MergePatchType, patch,
-		metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
-		return false, fmt.Errorf("publish readiness report on Node %s: %w", c.cfg.NodeName, err)
+	w := partWrite{value: val, beforeRV: c.listedRV(name)}
+	cms := c.d.Kube.CoreV1().ConfigMaps(c.cfg.ReportNamespace)
+	data := map[string]string{translate.ReportNodeKey: c.cfg.NodeName, translate.ReportDataKey: val}
+	if create {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.cfg.ReportNamespace,
+				Labels:          map[string]string{translate.ReportLabel: "", translate.ReportNodeLabel: translate.ReportNodeHash(c.cfg.NodeName)},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}},
+			Data: data,
+		}
+		_, err := cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
+		if err == nil {
+			c.report[part] = w
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create readiness report %s/%s: %w", c.cfg.ReportNamespace, name, err)
+		}
 	}
-	c.report = reportState{written: val, beforeRV: n.ResourceVersion}
-	return true, nil
+	patch, err := json.Marshal(map[string]any{"data": data})
+	if err != nil {
+		return fmt.Errorf("readiness report patch: %w", err)
+	}
+	if _, err := cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("publish readiness report %s/%s: %w", c.cfg.ReportNamespace, name, err)
+	}
+	c.report[part] = w
+	return nil
+}
+
+// deletePart removes a part the report no longer needs.
+func (c *Controller) deletePart(ctx context.Context, part int) error {
+	name, err := translate.ReportShardName(c.cfg.NodeName, part)
+	if err != nil {
+		return err
+	}
+	w := partWrite{beforeRV: c.listedRV(name)}
+	if err := c.d.Kube.CoreV1().ConfigMaps(c.cfg.ReportNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete readiness report part %s/%s: %w", c.cfg.ReportNamespace, name, err)
+	}
+	c.report[part] = w
+	return nil
+}
+
+// listedRV is the resourceVersion of the report ConfigMap name in the
+// lister ("" when it has none).
+func (c *Controller) listedRV(name string) string {
+	if cm, err := c.reportLister.Get(name); err == nil {
+		return cm.ResourceVersion
+	}
+	return ""
 }
 
 // withdrawn lists the services whose entry in before goes away in after, or

@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -37,7 +38,7 @@ func (c *Controller) sync(ctx context.Context) error {
 		return err
 	}
 	plan := translate.NodePlan(in)
-	_, before, err := c.currentReport()
+	before, err := c.currentReport()
 	if err != nil {
 		return err
 	}
@@ -121,12 +122,15 @@ func (c *Controller) gather() (translate.NodePlanInput, error) {
 			return in, fmt.Errorf("get Service %s/%s: %w", es.Namespace, es.Name, err)
 		}
 		in.Services = append(in.Services, svc)
-		sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: es.Name})
-		slices, err := c.sliceLister.EndpointSlices(es.Namespace).List(sel)
+		objs, err := c.sliceIndex.ByIndex(controller.IndexByService, es.Namespace+"/"+es.Name)
 		if err != nil {
-			return in, fmt.Errorf("list EndpointSlices of %s/%s: %w", es.Namespace, es.Name, err)
+			return in, fmt.Errorf("EndpointSlices of %s/%s: %w", es.Namespace, es.Name, err)
 		}
-		in.EndpointSlices = append(in.EndpointSlices, slices...)
+		for _, o := range objs {
+			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+				in.EndpointSlices = append(in.EndpointSlices, s)
+			}
+		}
 	}
 	in.Tables, err = c.d.Resolver.ResolveAll(translate.NodeNetworkNames(c.cfg.NodeName, in.EgressServices))
 	if err != nil {

@@ -205,6 +205,8 @@ type Objects struct {
 	Services       []*corev1.Service
 	EndpointSlices []*discoveryv1.EndpointSlice
 	Nodes          []*corev1.Node
+	// Reports are the node agents' report ConfigMaps (ReportLabel).
+	Reports []*corev1.ConfigMap
 }
 
 // InputFromObjects indexes the objects the way Translate reads them.
@@ -220,8 +222,12 @@ func InputFromObjects(cfg Config, objs Objects) Input {
 			in.EndpointSlices[key] = append(in.EndpointSlices[key], s)
 		}
 	}
+	reports := map[string][]*corev1.ConfigMap{}
+	for _, cm := range objs.Reports {
+		reports[cm.Data[ReportNodeKey]] = append(reports[cm.Data[ReportNodeKey]], cm)
+	}
 	for _, n := range objs.Nodes {
-		in.Nodes[n.Name] = ParseNode(n, cfg.JoinSubnets)
+		in.Nodes[n.Name] = WithReports(ParseNode(n, cfg.JoinSubnets), reports[n.Name])
 	}
 	return in
 }

@@ -4,15 +4,26 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 )
 
-// ReportAnnotation is the Node annotation where a node agent reports what it
-// has programmed on its node. It is the handshake that orders the host path
+// ReportAnnotation is the Node annotation where a node agent reported what
+// it has programmed on its node before the report moved to its own
+// ConfigMaps (ReportShardName): a Node's whole metadata is capped at 256
+// KiB, about 3,000 services per host, and every report change was a Node
+// update sent to every Node watcher. The master still reads it from a node
+// whose ConfigMap does not exist (an agent of an older release during an
+// upgrade); an agent that published its ConfigMap removes it.
+//
+// The report is the handshake that orders the host path
 // (DESIGN §3): the master puts a service's endpoints into the host's reroute
 // set only once the host's report matches what the master expects, and the
 // agent withdraws an entry (then waits a grace period) before removing the
@@ -33,6 +44,94 @@ import (
 // (an endpoint change the agent has not applied yet) it keeps only the
 // endpoints already in the NB set and adds new ones after the agent caught up.
 const ReportAnnotation = "ovn-egress.io/programmed"
+
+// The readiness report's own objects: ConfigMaps in the agents' namespace,
+// labelled ReportLabel and ReportNodeLabel, their data ReportNodeKey (the
+// node's name) and ReportDataKey (a part of the report, encoded as the
+// annotation was). A ConfigMap holds 1 MiB, and an entry is 80–120 bytes
+// with real names, so a host's report is split: entries fill the first
+// part (ReportShardName(node, 0)) up to ReportShardBytes and go on into
+// parts 1, 2, …, and an entry stays in its part while it is reported (an
+// entry never moves, so no write order can make it vanish for a moment).
+// The report is the union of the parts. There is no cap per host but the
+// API server's object count. The Node owns every part (ownerReference), so
+// they go with the Node.
+const (
+	ReportLabel     = "ovn-egress.io/report"
+	ReportNodeLabel = "ovn-egress.io/report-node" // ReportNodeHash(node): a node name may exceed a label value's 63 characters
+	ReportNodeKey   = "node"
+	ReportDataKey   = "programmed"
+	// ReportShardBytes is what new entries may fill a part to; entries
+	// that grow in place (a second family) have the rest of the 1 MiB.
+	ReportShardBytes = 128 << 10
+	reportPrefix     = "ovn-egress-report"
+	maxReportShard   = 9999
+)
+
+// ReportShardName is the name of part i of node's report ConfigMaps:
+// ovn-egress-report.<node> for the first, ovn-egress-report-<i>.<node>
+// after it (the part never hides in the node name, which may hold dots).
+func ReportShardName(node string, i int) (string, error) {
+	name := reportPrefix + "." + node
+	if i > 0 {
+		name = fmt.Sprintf("%s-%d.%s", reportPrefix, i, node)
+	}
+	if longest := fmt.Sprintf("%s-%d.", reportPrefix, maxReportShard); len(longest)+len(node) > 253 {
+		return "", fmt.Errorf("node name %q is longer than %d characters: its readiness report's ConfigMap names would exceed 253", node, 253-len(longest))
+	}
+	return name, nil
+}
+
+// ReportConfigMapName is the name of the first part of node's report.
+func ReportConfigMapName(node string) (string, error) { return ReportShardName(node, 0) }
+
+// ReportNodeHash is node's ReportNodeLabel value.
+func ReportNodeHash(node string) string {
+	h := fnv.New64a()
+	h.Write([]byte(node))
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// ParseReportConfigMap reads a report ConfigMap: the node it is for, which
+// part it is, and its entries.
+func ParseReportConfigMap(cm *corev1.ConfigMap) (string, int, Report, error) {
+	node := cm.Data[ReportNodeKey]
+	part := -1
+	if node != "" {
+		if cm.Name == reportPrefix+"."+node {
+			part = 0
+		} else if rest, ok := strings.CutSuffix(cm.Name, "."+node); ok {
+			if n, err := strconv.Atoi(strings.TrimPrefix(rest, reportPrefix+"-")); err == nil && n > 0 && rest == fmt.Sprintf("%s-%d", reportPrefix, n) {
+				part = n
+			}
+		}
+	}
+	if part < 0 {
+		return "", 0, nil, fmt.Errorf("ConfigMap %s/%s: data.%s %q does not name the node the ConfigMap is for", cm.Namespace, cm.Name, ReportNodeKey, node)
+	}
+	r, err := ParseReport(cm.Data[ReportDataKey])
+	return node, part, r, err
+}
+
+// WithReports returns info with the report read from its node's report
+// ConfigMaps when there are any (a copy; info itself is left as parsed
+// from the Node, whose annotation an older agent release wrote).
+func WithReports(info *NodeInfo, cms []*corev1.ConfigMap) *NodeInfo {
+	if len(cms) == 0 {
+		return info
+	}
+	out := *info
+	out.Problems = slices.DeleteFunc(slices.Clone(info.Problems), func(p string) bool { return strings.HasPrefix(p, ReportAnnotation+": ") })
+	out.Report = Report{}
+	for _, cm := range cms {
+		_, _, r, err := ParseReportConfigMap(cm)
+		if err != nil {
+			out.Problems = append(out.Problems, "readiness report: "+err.Error())
+		}
+		maps.Copy(out.Report, r)
+	}
+	return &out
+}
 
 // Report is a node agent's readiness report: one entry per EgressService.
 type Report map[string]ServiceReport

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -15,14 +14,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -280,17 +280,33 @@ func (a *apiEnv) snapshot(ctx context.Context) (objects, error) {
 // programmed every service it hosts, computed by translate.NodePlan as
 // the agent computes it.
 func (a *apiEnv) writeReports(ctx context.Context, o objects, clusterSubnets []netip.Prefix) error {
+	if err := a.reportNamespace(ctx); err != nil {
+		return err
+	}
 	return parallel(ctx, len(o.nodes), writers, func(ctx context.Context, i int) error {
 		name := o.nodes[i].Name
 		plan := translate.NodePlan(translate.NodePlanInput{Node: name, EgressServices: o.ess, Services: o.svcs,
 			EndpointSlices: o.slices, ClusterSubnets: clusterSubnets, Config: translate.DefaultNodePlanConfig()})
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-			translate.ReportAnnotation: plan.Report().Encode()}}})
+		cmName, err := translate.ReportConfigMapName(name)
 		if err == nil {
-			_, err = a.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+			// One ConfigMap: a bench node hosts N/K services, far below
+			// the 128 KiB at which an agent starts a second one.
+			_, err = a.client.CoreV1().ConfigMaps(master.DefaultReportNamespace).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: cmName, Namespace: master.DefaultReportNamespace,
+					Labels: map[string]string{translate.ReportLabel: "", translate.ReportNodeLabel: translate.ReportNodeHash(name)}},
+				Data: map[string]string{translate.ReportNodeKey: name, translate.ReportDataKey: plan.Report().Encode()}}, metav1.CreateOptions{})
 		}
 		return wrap("report of "+name, err)
 	})
+}
+
+// reportNamespace creates the namespace the reports live in.
+func (a *apiEnv) reportNamespace(ctx context.Context) error {
+	_, err := a.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: master.DefaultReportNamespace}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return wrap("report namespace", err)
 }
 
 // requestCounter counts a client's requests by "METHOD resource[/sub]".

@@ -9,7 +9,6 @@ package conformance
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"slices"
 	"sync"
@@ -27,20 +26,7 @@ import (
 // test runs; tests only read it.
 var kube *testenv.Kube
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "conformance-kube-")
-	if err == nil {
-		kube, err = testenv.StartKube(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "conformance:", err) // missing binaries fail the package, never skip it
-		os.Exit(1)
-	}
-	code := m.Run()
-	kube.Stop()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithKube(m, "conformance-kube-", &kube)) }
 
 const (
 	group   = "/apis/k8s.ovn.org/v1"

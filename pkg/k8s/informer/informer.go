@@ -4,12 +4,14 @@ package informer
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // StripManagedFields drops metadata.managedFields from an object before an
@@ -46,4 +48,21 @@ func Egress(c egressclient.Interface, observe ...func(*egressv1.EgressService)) 
 		}
 	}
 	return egressinformers.NewSharedInformerFactoryWithOptions(c, 0, egressinformers.WithTransform(transform))
+}
+
+// Reports returns a factory for the node agents' report ConfigMaps in
+// namespace ns (translate.ReportLabel): the master and the zone
+// translators read them, and nothing else of the namespace.
+func Reports(c kubernetes.Interface, ns string) kubeinformers.SharedInformerFactory {
+	return Kube(c, kubeinformers.WithNamespace(ns), kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = translate.ReportLabel
+	}))
+}
+
+// OwnReport returns a factory for node's own report ConfigMaps in ns (the
+// agent reads back what it wrote).
+func OwnReport(c kubernetes.Interface, ns, node string) kubeinformers.SharedInformerFactory {
+	return Kube(c, kubeinformers.WithNamespace(ns), kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = translate.ReportNodeLabel + "=" + translate.ReportNodeHash(node)
+	}))
 }

@@ -159,6 +159,12 @@ func decodeDoc(decoder runtime.Decoder, doc []byte, res *Result, file string, do
 		res.EndpointSlices = append(res.EndpointSlices, o)
 	case *corev1.Node:
 		res.Nodes = append(res.Nodes, o)
+	case *corev1.ConfigMap:
+		if _, ok := o.Labels[translate.ReportLabel]; !ok {
+			res.Skipped = append(res.Skipped, fmt.Sprintf("%s:%d: %s", file, line, gvk.Kind)) // not a readiness report
+			break
+		}
+		res.Reports = append(res.Reports, o)
 	case *corev1.List:
 		for i, item := range o.Items {
 			raw := item.Raw

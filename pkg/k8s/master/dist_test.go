@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // TestDistManifestsApply: every manifest in dist/ (central and
@@ -71,8 +73,9 @@ func checkProbes(t *testing.T, set string, c corev1.Container) {
 	}
 }
 
-// TestNodeAgentChangesOnlyItsOwnNode: with dist/node's admission policy, an
-// agent token bound to a pod on node A may write A's readiness report and
+// TestNodeAgentChangesOnlyItsOwnNode: with dist/node's admission policies,
+// an agent token bound to a pod on node A may write A's readiness report
+// (its ConfigMap, and the Node annotation an older release used) and
 // nothing else — not B's report, not A's labels, another annotation, spec
 // or status — and a token bound to no pod (no node claim) may write none.
 func TestNodeAgentChangesOnlyItsOwnNode(t *testing.T) {
@@ -164,6 +167,77 @@ func TestNodeAgentChangesOnlyItsOwnNode(t *testing.T) {
 	}
 	if n.Annotations["ovn-egress.io/programmed"] != `{"ns/web":{}}` || n.Annotations["other.example/x"] != "1" || len(n.Labels) != 0 || n.Spec.Unschedulable {
 		t.Errorf("node A after the refusals: annotations %v, labels %v, unschedulable %v", n.Annotations, n.Labels, n.Spec.Unschedulable)
+	}
+	checkReportConfigMaps(t, agentA, agentNoNode)
+}
+
+// checkReportConfigMaps: the report ConfigMap's policy lets node A's agent
+// write ovn-egress-report.vap-a naming vap-a, and nothing else: not B's
+// report, not its own report claiming to be B's, not another ConfigMap, not
+// deleting B's; a token bound to no pod writes none.
+func checkReportConfigMaps(t *testing.T, agentA, agentNoNode kubernetes.Interface) {
+	ctx := context.Background()
+	const ns = "ovn-egress"
+	cm := func(name, node string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{translate.ReportLabel: ""}},
+			Data: map[string]string{translate.ReportNodeKey: node, translate.ReportDataKey: "{}"}}
+	}
+	create := func(c kubernetes.Interface, name, node string) error {
+		_, err := c.CoreV1().ConfigMaps(ns).Create(ctx, cm(name, node), metav1.CreateOptions{})
+		if err == nil {
+			t.Cleanup(func() {
+				_ = kube.Client.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
+		}
+		return err
+	}
+	if _, err := kube.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm("ovn-egress-report.vap-b", "vap-b"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.Client.CoreV1().ConfigMaps(ns).Delete(context.Background(), "ovn-egress-report.vap-b", metav1.DeleteOptions{})
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for create(agentA, "ovn-egress-report.vap-x", "vap-x") == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("node A's agent may still write any report ConfigMap 20 s after the policy was applied")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, name := range []string{"ovn-egress-report.vap-a", "ovn-egress-report-1.vap-a", "ovn-egress-report-12.vap-a"} {
+		if err := create(agentA, name, "vap-a"); err != nil {
+			t.Fatalf("node A's agent cannot create its own report %s: %v", name, err)
+		}
+	}
+	if _, err := agentA.CoreV1().ConfigMaps(ns).Patch(ctx, "ovn-egress-report.vap-a", types.MergePatchType,
+		[]byte(`{"data":{"programmed":"{\"ns/web\":{}}"}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("node A's agent cannot update its own report: %v", err)
+	}
+	const by = "ValidatingAdmissionPolicy 'ovn-egress-node-report'"
+	for _, c := range []struct {
+		what string
+		do   func() error
+	}{
+		{"node B's report", func() error { return create(agentA, "ovn-egress-report.vap-b2", "vap-b2") }},
+		{"a part of node x.vap-a's report", func() error { return create(agentA, "ovn-egress-report-1.x.vap-a", "vap-a") }},
+		{"a part numbered 0", func() error { return create(agentA, "ovn-egress-report-0.vap-a", "vap-a") }},
+		{"its own report naming node B", func() error {
+			_, err := agentA.CoreV1().ConfigMaps(ns).Patch(ctx, "ovn-egress-report.vap-a", types.MergePatchType, []byte(`{"data":{"node":"vap-b"}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"another ConfigMap", func() error { return create(agentA, "kube-root-ca.crt.fake", "vap-a") }},
+		{"deleting node B's report", func() error {
+			return agentA.CoreV1().ConfigMaps(ns).Delete(ctx, "ovn-egress-report.vap-b", metav1.DeleteOptions{})
+		}},
+		{"a report with a token bound to no pod", func() error { return create(agentNoNode, "ovn-egress-report.vap-a2", "vap-a2") }},
+	} {
+		if err := c.do(); err == nil || !strings.Contains(err.Error(), by) {
+			t.Errorf("%s: %v, want refused by %s", c.what, err, by)
+		}
+	}
+	got, err := kube.Client.CoreV1().ConfigMaps(ns).Get(ctx, "ovn-egress-report.vap-a", metav1.GetOptions{})
+	if err != nil || got.Data["node"] != "vap-a" || got.Data["programmed"] != `{"ns/web":{}}` {
+		t.Errorf("node A's report after the refusals: %v (%v)", got.Data, err)
 	}
 }
 

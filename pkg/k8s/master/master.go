@@ -56,6 +56,9 @@ type Config struct {
 	// UnassignedTraffic are always taken from Sync.Translate.
 	Select         selection.Config
 	LeaderElection LeaderElection
+	// ReportNamespace holds the node agents' readiness-report ConfigMaps
+	// (the agents' namespace; default DefaultReportNamespace).
+	ReportNamespace string
 	// Controllers names the controllers to run (ControllerSelection,
 	// ControllerTranslation); empty: every one the mode has. Translation
 	// exists only with a central NB.
@@ -63,6 +66,9 @@ type Config struct {
 	// Observe, when set, gets the master's metrics and health checks.
 	Observe *observe.Server
 }
+
+// DefaultReportNamespace is where the manifests run the node agents.
+const DefaultReportNamespace = "ovn-egress"
 
 // The master's controllers, as Config.Controllers names them.
 const (
@@ -111,6 +117,9 @@ func (c *Config) validate(needNB bool) error {
 			return fmt.Errorf("nb: %w", err)
 		}
 	}
+	if c.ReportNamespace == "" {
+		c.ReportNamespace = DefaultReportNamespace
+	}
 	if c.Mode != ModeAuto { // auto: checked once the mode is known
 		if err := c.checkControllers(); err != nil {
 			return err
@@ -151,7 +160,8 @@ type Master struct {
 	sel     *selection.Controller
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
-	closeNB bool // the master made nb (New) and closes it
+	repInf  kubeinformers.SharedInformerFactory // the report ConfigMaps (translation only)
+	closeNB bool                                // the master made nb (New) and closes it
 	// stopEvents flushes and stops the Event recorder the master made.
 	stopEvents func()
 	coexist    *coexist.Detector
@@ -249,6 +259,8 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 		egInf:   informer.Egress(cl.Egress, det.ObserveEgressService)}
 	err := det.Watch(m.egInf.K8s().V1().EgressServices())
 	if err == nil && cl.NB != nil && cfg.runs(ControllerTranslation) {
+		m.repInf = informer.Reports(cl.Kube, cfg.ReportNamespace)
+		cfg.Sync.Reports = m.repInf.Core().V1().ConfigMaps()
 		m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), cl.NB, m.kubeInf, m.egInf, recorder)
 	}
 	if err == nil && cfg.runs(ControllerSelection) {
@@ -283,6 +295,10 @@ func (m *Master) Run(ctx context.Context) error {
 	m.egInf.Start(ctx.Done())
 	defer m.kubeInf.Shutdown()
 	defer m.egInf.Shutdown()
+	if m.repInf != nil {
+		m.repInf.Start(ctx.Done())
+		defer m.repInf.Shutdown()
+	}
 	if !m.cfg.LeaderElection.Enabled {
 		return m.lead(ctx)
 	}

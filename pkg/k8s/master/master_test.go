@@ -24,22 +24,7 @@ import (
 
 var kube *testenv.Kube
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "oe-master-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	kube, err = testenv.StartKube(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start kube:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	kube.Stop()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithKube(m, "oe-master-", &kube)) }
 
 func testLogger(t *testing.T) *logrus.Entry {
 	l := logrus.New()

@@ -43,7 +43,7 @@ func TestInterconnectZones(t *testing.T) {
 	for name, o := range zones {
 		tc := translate.DefaultConfig()
 		tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
-		cfg := zone.Config{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Node: name,
+		cfg := zone.Config{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Node: name, ReportNamespace: testenv.ReportNamespace,
 			Sync: nbsync.Config{Translate: tc, Zone: name}}
 		go func() {
 			done <- zone.Run(ctx, cfg, kube.Client, kube.Egress, testLogger(t).WithField("zone", name))
@@ -146,7 +146,7 @@ func TestClusterRouteHandedOverToEgressIP(t *testing.T) {
 	tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
 	done := make(chan error, 1)
 	go func() {
-		done <- zone.Run(ctx, zone.Config{NB: ovn.ClientConfig{Addresses: []string{z2.NBAddress()}}, Node: "node2",
+		done <- zone.Run(ctx, zone.Config{NB: ovn.ClientConfig{Addresses: []string{z2.NBAddress()}}, Node: "node2", ReportNamespace: testenv.ReportNamespace,
 			Sync: nbsync.Config{Translate: tc, Zone: "node2"}}, kube.Client, kube.Egress, testLogger(t))
 	}()
 	route := func() (uuid, owner string) {

@@ -21,6 +21,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
@@ -68,6 +69,10 @@ type Config struct {
 	// Failovers, when set, is told when a drained service's endpoints are
 	// written into its new host's rows.
 	Failovers Failovers
+	// Reports, when set, are the node agents' report ConfigMaps
+	// (informer.Reports); a node without one is read from its Node's
+	// legacy annotation.
+	Reports coreinformers.ConfigMapInformer
 }
 
 // Failovers follows services drained off a dead host.
@@ -115,7 +120,9 @@ type Controller struct {
 	sliceLister discoverylisters.EndpointSliceLister
 	sliceIndex  cache.Indexer
 	nodeLister  corelisters.NodeLister
-	synced      []cache.InformerSynced
+	// reportLister lists the report ConfigMaps (nil: Node annotations only).
+	reportLister corelisters.ConfigMapLister
+	synced       []cache.InformerSynced
 
 	work *controller.Worker[translate.Key]
 
@@ -144,8 +151,9 @@ type Controller struct {
 }
 
 type parsedNode struct {
-	obj  *corev1.Node
-	info *translate.NodeInfo
+	report []*corev1.ConfigMap // the report ConfigMaps parsed with it
+	obj    *corev1.Node
+	info   *translate.NodeInfo
 }
 
 // SyncStats counts what the controller did since it started.
@@ -201,6 +209,13 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		wanted:     newWantedSets(),
 		memo:       translate.NewMemo(),
 		events:     newProblemEvents(recorder, cfg.EventReasons),
+	}
+	if cfg.Reports != nil {
+		c.reportLister = cfg.Reports.Lister()
+		c.synced = append(c.synced, cfg.Reports.Informer().HasSynced)
+		if _, err := cfg.Reports.Informer().AddEventHandler(c.reportHandler()); err != nil {
+			return nil, err
+		}
 	}
 	c.work = controller.New(controller.Config[translate.Key]{Name: "nbsync", MaxBatch: cfg.MaxBatch,
 		Window: func() time.Duration { return c.cfg.BatchWindow }, Metrics: cfg.Work}, c.sync, log)

@@ -3,7 +3,10 @@ package nbsync
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -136,6 +139,28 @@ func (c *Controller) slicesOf(svcKey string) ([]*discoveryv1.EndpointSlice, erro
 	return out, nil
 }
 
+// reports returns the report ConfigMaps by the node they are for, each
+// node's by name.
+func (c *Controller) reports() (map[string][]*corev1.ConfigMap, error) {
+	if c.reportLister == nil {
+		return nil, nil
+	}
+	list, err := c.reportLister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list report configmaps: %w", err)
+	}
+	out := make(map[string][]*corev1.ConfigMap, len(list))
+	for _, cm := range list {
+		if node := cm.Data[translate.ReportNodeKey]; node != "" {
+			out[node] = append(out[node], cm)
+		}
+	}
+	for _, cms := range out {
+		slices.SortFunc(cms, func(a, b *corev1.ConfigMap) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return out, nil
+}
+
 // parsedNodes parses every Node's annotations, reusing the previous parse
 // while the Node is the same object (an informer replaces it on every
 // change; translation's Memo relies on an unchanged Node giving the same
@@ -145,14 +170,18 @@ func (c *Controller) parsedNodes() (map[string]*translate.NodeInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	reports, err := c.reports()
+	if err != nil {
+		return nil, err
+	}
 	c.nodesMu.Lock()
 	defer c.nodesMu.Unlock()
 	out := make(map[string]*translate.NodeInfo, len(list))
 	fresh := make(map[string]parsedNode, len(list))
 	for _, n := range list {
 		p, ok := c.nodes[n.Name]
-		if !ok || p.obj != n {
-			p = parsedNode{obj: n, info: translate.ParseNode(n, c.cfg.Translate.JoinSubnets)}
+		if cm := reports[n.Name]; !ok || p.obj != n || !slices.Equal(p.report, cm) {
+			p = parsedNode{obj: n, report: cm, info: translate.WithReports(translate.ParseNode(n, c.cfg.Translate.JoinSubnets), cm)}
 		}
 		fresh[n.Name] = p
 		out[n.Name] = p.info

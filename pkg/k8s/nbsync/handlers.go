@@ -228,10 +228,35 @@ func (c *Controller) sliceKeys(ks keySet, o any) {
 
 func (c *Controller) nodeKeys(ks keySet, o any) {
 	if n, ok := controller.As[*corev1.Node](o); ok {
-		ks.add(translate.NodeKey(n.Name), translate.ClusterKey)
-		if c.cfg.Translate.UnassignedTraffic == translate.UnassignedDrop {
-			ks.add(translate.UnassignedKey)
+		c.nodeNameKeys(ks, n.Name)
+	}
+}
+
+// nodeNameKeys are the keys a change of node's annotations or report dirties.
+func (c *Controller) nodeNameKeys(ks keySet, node string) {
+	ks.add(translate.NodeKey(node), translate.ClusterKey)
+	if c.cfg.Translate.UnassignedTraffic == translate.UnassignedDrop {
+		ks.add(translate.UnassignedKey)
+	}
+}
+
+// reportHandler dirties the node whose report ConfigMap changed.
+func (c *Controller) reportHandler() cache.ResourceEventHandler {
+	keys := func(o any) {
+		if cm, ok := controller.As[*corev1.ConfigMap](o); ok && cm.Data[translate.ReportNodeKey] != "" {
+			c.on(func(ks keySet) { c.nodeNameKeys(ks, cm.Data[translate.ReportNodeKey]) })
 		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: keys,
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*corev1.ConfigMap)
+			n, ok2 := cur.(*corev1.ConfigMap)
+			if !ok1 || !ok2 || !maps.Equal(o.Data, n.Data) {
+				keys(cur)
+			}
+		},
+		DeleteFunc: keys,
 	}
 }
 

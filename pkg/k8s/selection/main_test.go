@@ -3,7 +3,6 @@ package selection_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"net/netip"
 	"os"
@@ -32,20 +31,7 @@ import (
 
 var kube *testenv.Kube
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "oe-selection-")
-	if err == nil {
-		kube, err = testenv.StartKube(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start kube:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	kube.Stop()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithKube(m, "oe-selection-", &kube)) }
 
 type testWriter struct{ t *testing.T }
 

@@ -32,6 +32,8 @@ type Config struct {
 	Node string
 	// Observe, when set, gets the NB metrics and the zone's checks.
 	Observe *observe.Server
+	// ReportNamespace holds the node agents' report ConfigMaps.
+	ReportNamespace string
 }
 
 // Run translates the EgressServices of the cluster into the rows of
@@ -40,6 +42,9 @@ type Config struct {
 func Run(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egressclient.Interface, log *logrus.Entry) error {
 	if cfg.Sync.Zone == "" {
 		return errors.New("zone translation needs a zone name")
+	}
+	if cfg.ReportNamespace == "" {
+		return errors.New("zone translation needs the namespace of the readiness reports")
 	}
 	if err := cfg.NB.Validate(); err != nil {
 		return fmt.Errorf("zone nb: %w", err)
@@ -72,6 +77,8 @@ func Run(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egre
 	cfg.Sync.Standoff = det
 	kubeInf := informer.Kube(kube)
 	egInf := informer.Egress(egress, det.ObserveEgressService)
+	repInf := informer.Reports(kube, cfg.ReportNamespace)
+	cfg.Sync.Reports = repInf.Core().V1().ConfigMaps()
 	if err := det.Watch(egInf.K8s().V1().EgressServices()); err != nil {
 		return err
 	}
@@ -103,9 +110,12 @@ func Run(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egre
 		cfg.Observe.Live("zone", func() error { return c.Stuck(controller.StuckBound) })
 	}
 	go det.Run(ctx)
-	kubeInf.Start(ctx.Done())
-	egInf.Start(ctx.Done())
-	defer kubeInf.Shutdown()
-	defer egInf.Shutdown()
+	for _, f := range []interface {
+		Start(<-chan struct{})
+		Shutdown()
+	}{kubeInf, egInf, repInf} {
+		f.Start(ctx.Done())
+		defer f.Shutdown()
+	}
 	return c.Run(ctx)
 }
