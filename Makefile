@@ -14,7 +14,7 @@ DEMO_ARGS ?=
 # test-ovn25 runs them on OVN 25.03.
 OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/ ./test/scale/
 
-.PHONY: all build test test-ovn25 ovn25 unit testbin generate verify lint demo e2e bench clean help
+.PHONY: all build test test-ovn25 ovn25 unit testbin generate verify lint demo e2e chaos bench clean help
 
 all: build
 
@@ -38,6 +38,9 @@ test-ovn25: testbin build ovn25 ## every OVN-facing suite and the local e2e on O
 
 e2e: testbin ## the local end-to-end suite: real packets through OVN, the product as real processes
 	go test -count=1 -timeout 20m -v ./test/e2e/local/
+
+chaos: testbin build ## a seeded soak: faults while the cluster changes, checked from outside (CHAOS_ARGS=-chaos.duration=60s -chaos.seed=N); docs/reliability.md
+	go test -tags chaos -count=1 -timeout 40m -run '^TestChaos$$' -v ./test/e2e/local/ -args $(CHAOS_ARGS)
 
 bench: testbin ## benchmarks against the physical limit (BENCH_ARGS=-quick: CI size); docs/performance.md
 	go run ./test/bench $(BENCH_ARGS)

@@ -154,8 +154,14 @@ func TestNodeApplierRepair(t *testing.T) {
 			t.Errorf("nft dump lacks %q:\n%s", s, dump)
 		}
 	}
-	if n := strings.Count(dump, "add element"); n != 2 {
-		t.Errorf("%d elements; want 2:\n%s", n, dump)
+	if n := strings.Count(dump, "add element inet ovn-egress snat-"); n != 2 {
+		t.Errorf("%d SNAT elements; want 2:\n%s", n, dump)
+	}
+	// The stale endpoints went into the withdrawn set (with their SNAT's
+	// removal, in one transaction); the re-pointed one did not.
+	if n := strings.Count(dump, "add element inet ovn-egress withdrawn-"); n != 2 ||
+		!strings.Contains(dump, "withdrawn-v4 { 10.128.0.5 }") || !strings.Contains(dump, "withdrawn-v4 { 10.128.0.6 }") {
+		t.Errorf("withdrawn elements: want 10.128.0.5 and 10.128.0.6:\n%s", dump)
 	}
 	if got, want := stateString(res.Reached), stateString(want); got != want {
 		t.Errorf("reached:\n%s\nwant:\n%s", got, want)

@@ -218,8 +218,11 @@ func TestNodeAgentReportOrdering(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the SNAT element is removed", func() bool {
-		return !strings.Contains(f.nftDump(), "10.128.1.5")
+		return !strings.Contains(f.nftDump(), "snat-v4 { 10.128.1.5")
 	})
+	if !strings.Contains(f.nftDump(), "withdrawn-v4 { 10.128.1.5 }") {
+		t.Errorf("the removed endpoint is not in the withdrawn set:\n%s", f.nftDump())
+	}
 	removedAt := time.Now()
 	ps := f.patchesCopy()
 	var withdrawal *patchRecord

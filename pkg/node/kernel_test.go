@@ -219,9 +219,14 @@ func TestNodeKernelApply(t *testing.T) {
 	if res.Deleted != 5 {
 		t.Errorf("deleted %d; want 5 (3 rules, 2 elements)", res.Deleted)
 	}
-	table = tns.MustRun(t, "nft", "list", "table", "inet", "ovn-egress")
-	if strings.Contains(table, "10.128.0.4") || strings.Contains(table, "fe00::3") {
-		t.Errorf("stale elements survived:\n%s", table)
+	maps := tns.MustRun(t, "nft", "list", "map", "inet", "ovn-egress", "snat-v4") + tns.MustRun(t, "nft", "list", "map", "inet", "ovn-egress", "snat-v6")
+	if strings.Contains(maps, "10.128.0.4") || strings.Contains(maps, "fe00::3") {
+		t.Errorf("stale elements survived:\n%s", maps)
+	}
+	// Their endpoints are guarded for WithdrawnHold, each element expiring.
+	withdrawn := tns.MustRun(t, "nft", "list", "set", "inet", "ovn-egress", "withdrawn-v4") + tns.MustRun(t, "nft", "list", "set", "inet", "ovn-egress", "withdrawn-v6")
+	if !strings.Contains(withdrawn, "10.128.0.4 expires") || !strings.Contains(withdrawn, "fe00::3 expires") {
+		t.Errorf("the stale endpoints are not in the withdrawn sets:\n%s", withdrawn)
 	}
 	rules4 = tns.MustRun(t, "ip", "-4", "rule", "show")
 	if strings.Contains(rules4, "10.128.0.4") || strings.Contains(rules4, "sport 30300") || !strings.Contains(rules4, "6000:\tfrom 10.128.0.3") {

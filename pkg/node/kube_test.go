@@ -158,7 +158,8 @@ func TestNodeAgentKubeAPIServer(t *testing.T) {
 	if table := nftTable(); !strings.Contains(table, pod4.String()) {
 		t.Errorf("SNAT removed before the grace after the withdrawal:\n%s", table)
 	}
-	wait(t, "the SNAT element removed", func() bool { return !strings.Contains(nftTable(), pod4.String()) })
+	snatMap := func() string { return netns.MustRun(t, "nft", "list", "map", "inet", node.TableName, "snat-v4") }
+	wait(t, "the SNAT element removed", func() bool { return !strings.Contains(snatMap(), pod4.String()) })
 	t.Logf("withdrawal → removal: %v (grace %v)", time.Since(withdrawnAt), cfg.WithdrawGrace)
 	if r := netns.MustRun(t, "ip", "-6", "rule", "show"); strings.Contains(r, pod6.String()) {
 		t.Errorf("rule left after removal:\n%s", r)

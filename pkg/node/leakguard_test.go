@@ -93,6 +93,29 @@ func TestNodeKernelLeakGuard(t *testing.T) {
 	if n := drops(); n != (GuardDrops{Invalid: 2, Unsnatted: 1}) {
 		t.Errorf("leak guard counters %+v after an unSNATed SYN, want Invalid 2, Unsnatted 1", n)
 	}
+
+	// The service leaves the node: its SNAT goes (after the agent's grace).
+	// A reroute the master could not take out yet (an NB outage longer than
+	// the grace: found by the chaos soak) still brings the pod's packets
+	// here; they no longer match a served endpoint, and would leave with
+	// the pod address but for the withdrawn set.
+	k.apply(t, want, ApplyOptions{}) // the SNAT chain back
+	k.apply(t, translate.NodeState{NoSNAT: noSNATSubnets}, ApplyOptions{})
+	if leakedAs(7005, 0x02) {
+		t.Errorf("a SYN of a withdrawn endpoint left the node with the pod address")
+	}
+	if n := drops(); n != (GuardDrops{Invalid: 2, Unsnatted: 1, Withdrawn: 1}) {
+		t.Errorf("leak guard counters %+v after a withdrawn endpoint's SYN, want Invalid 2, Unsnatted 1, Withdrawn 1", n)
+	}
+	// Served again (here or, SNATed, anywhere): the set does not get in the way.
+	k.apply(t, want, ApplyOptions{})
+	seen := make(chan bool, 1)
+	go func() { seen <- sniffTCPFrom(t, ext, netip.MustParseAddr("172.18.0.100"), 7006, 700*time.Millisecond) }()
+	time.Sleep(100 * time.Millisecond)
+	sendTCP(t, pod, pod4, ext4, 7006, 0x02)
+	if !<-seen {
+		t.Errorf("a served-again endpoint's SYN did not leave with the LB IP")
+	}
 }
 
 // sendLoneACK sends one TCP ACK (no connection behind it) from ns through a

@@ -36,7 +36,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "From the start of a sync to its changed readiness report written on the Node (the master reroutes after it).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		drops: prometheus.NewDesc("ovn_egress_node_leak_guard_dropped_packets_total",
-			"Packets the leak guard dropped because they would have left the node with a pod address, by reason: not_snatted (a served endpoint's packet no SNAT rewrote: always worth an alert) or conntrack_invalid (a pod's packet conntrack did not track: the remains of connections that moved host or lost their route). Read from the nftables counters leak-guard-unsnatted and leak-guard-invalid.",
+			"Packets the leak guard dropped because they would have left the node with a pod address, by reason: not_snatted (a served endpoint's packet no SNAT rewrote: always worth an alert) conntrack_invalid (a pod's packet conntrack did not track: the remains of connections that moved host or lost their route) or withdrawn (an endpoint's packet rerouted here after its SNAT was removed: the master could not take the reroute out in time, as during an NB outage). Read from the nftables counters leak-guard-unsnatted, leak-guard-invalid and leak-guard-withdrawn.",
 			[]string{"reason"}, nil),
 		reg: reg,
 	}
@@ -89,4 +89,5 @@ func (d dropCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(d.m.drops, prometheus.CounterValue, float64(n.Unsnatted), "not_snatted")
 	ch <- prometheus.MustNewConstMetric(d.m.drops, prometheus.CounterValue, float64(n.Invalid), "conntrack_invalid")
+	ch <- prometheus.MustNewConstMetric(d.m.drops, prometheus.CounterValue, float64(n.Withdrawn), "withdrawn")
 }

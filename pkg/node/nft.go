@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/knftables"
 
@@ -31,13 +32,18 @@ import (
 //	  }
 //	  counter leak-guard-invalid {}    # the drops below, by rule; named
 //	  counter leak-guard-unsnatted {}  # counters survive chain rewrites
+//	  counter leak-guard-withdrawn {}
 //	  chain leak-guard {  # filter, postrouting, priority srcnat+10
 //	    (the same three returns)
 //	    ct state invalid ip saddr { <cluster subnets> } counter name "leak-guard-invalid" drop   # skipped every NAT
 //	    ct state invalid ip6 saddr { <cluster subnets> } counter name "leak-guard-invalid" drop
 //	    ip saddr @snat-v4 counter name "leak-guard-unsnatted" drop    # an endpoint that was not SNATed
 //	    ip6 saddr @snat-v6 counter name "leak-guard-unsnatted" drop
+//	    ip saddr @withdrawn-v4 counter name "leak-guard-withdrawn" drop  # SNAT removed lately
+//	    ip6 saddr @withdrawn-v6 counter name "leak-guard-withdrawn" drop
 //	  }
+//	  set withdrawn-v4 { type ipv4_addr; timeout 10m }  # endpoints whose SNAT
+//	  set withdrawn-v6 { type ipv6_addr; timeout 10m }  # went, WithdrawnHold
 //	  chain forward-guard {  # filter, forward; only where IPv6 forwarding was off
 //	    iifname "ovn-k8s-mp0" return
 //	    oifname "ovn-k8s-mp0" return
@@ -75,6 +81,13 @@ const (
 	forwardChain   = "forward-guard"
 	guardInvalid   = "leak-guard-invalid"
 	guardUnsnatted = "leak-guard-unsnatted"
+	guardWithdrawn = "leak-guard-withdrawn"
+	// WithdrawnHold is how long an endpoint whose SNAT the agent removed
+	// stays in the withdrawn sets: its packets that still reach this node
+	// unSNATed — a reroute the master could not take out yet, as during an
+	// NB outage longer than --withdraw-grace (found by the chaos soak) —
+	// are dropped instead of leaving with the pod address.
+	WithdrawnHold = 10 * time.Minute
 	doNotSNATMark  = "0x3f0"
 	tableComment   = "owned by ovn-egress node agent; changes are overwritten"
 	snatPriority   = knftables.BaseChainPriority("srcnat-10")
@@ -83,6 +96,10 @@ const (
 )
 
 func snatMap(f ipfamily.Family) string { return "snat-" + string(f) }
+
+// withdrawnSet holds the endpoints of family f whose SNAT was removed in
+// the last WithdrawnHold (each element expires on its own).
+func withdrawnSet(f ipfamily.Family) string { return "withdrawn-" + string(f) }
 
 func nftAddrType(f ipfamily.Family) string {
 	if f == ipfamily.V6 {
@@ -161,6 +178,7 @@ func chainRules(mgmtPort string, noSNAT []netip.Prefix, nodeIPs []netip.Addr) (s
 		m := nftMatch(f)
 		snat = append(snat, mk("snat-"+string(f), fmt.Sprintf("snat %s to %s saddr map @%s", m, m, snatMap(f))))
 		guard = append(guard, mk("unsnatted-"+string(f), fmt.Sprintf("%s saddr @%s %s", m, snatMap(f), guardDrop(guardUnsnatted))))
+		guard = append(guard, mk("withdrawn-"+string(f), fmt.Sprintf("%s saddr @%s %s", m, withdrawnSet(f), guardDrop(guardWithdrawn))))
 	}
 	return snat, guard
 }
@@ -289,9 +307,15 @@ func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, m
 		p.adds.Add(&knftables.Map{Name: snatMap(f), Type: nftAddrType(f) + " : " + nftAddrType(f),
 			Comment: knftables.PtrTo("endpoint -> SNAT address; element comments name the EgressService")})
 	}
+	hold := WithdrawnHold
+	for _, f := range ipfamily.All {
+		p.adds.Add(&knftables.Set{Name: withdrawnSet(f), Type: nftAddrType(f), Timeout: &hold,
+			Comment: knftables.PtrTo("endpoints whose SNAT was removed lately: their unSNATed packets are dropped")})
+	}
 	// Adding an existing counter keeps its value.
 	p.adds.Add(&knftables.Counter{Name: guardInvalid, Comment: knftables.PtrTo("conntrack-invalid pod packets the leak guard dropped")})
 	p.adds.Add(&knftables.Counter{Name: guardUnsnatted, Comment: knftables.PtrTo("packets of served endpoints no SNAT rewrote, dropped")})
+	p.adds.Add(&knftables.Counter{Name: guardWithdrawn, Comment: knftables.PtrTo("unSNATed packets of endpoints whose SNAT was removed lately, dropped")})
 	for _, c := range chains {
 		var comments []string
 		for _, r := range c.rules {
@@ -325,7 +349,9 @@ func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, m
 	}
 	for ep, e := range have.elements {
 		if !wanted[ep] {
+			// In the same transaction: never neither SNATed nor guarded.
 			p.deletes.Delete(nftElement(e))
+			p.deletes.Add(&knftables.Element{Set: withdrawnSet(e.Family), Key: []string{ep.String()}})
 			p.removed = append(p.removed, e)
 		}
 	}
@@ -339,6 +365,9 @@ type GuardDrops struct {
 	Invalid uint64
 	// Unsnatted: packets of a served endpoint that left without its SNAT.
 	Unsnatted uint64
+	// Withdrawn: unSNATed packets of an endpoint whose SNAT was removed in
+	// the last WithdrawnHold (a reroute still pointing here).
+	Withdrawn uint64
 }
 
 // guardDrops reads the leak guard's counters (0 while the table or a
@@ -361,6 +390,8 @@ func guardDrops(ctx context.Context, nft knftables.Interface) (GuardDrops, error
 			d.Invalid = *c.Packets
 		case guardUnsnatted:
 			d.Unsnatted = *c.Packets
+		case guardWithdrawn:
+			d.Withdrawn = *c.Packets
 		}
 	}
 	return d, nil

@@ -51,7 +51,7 @@ func (c *cluster) leaderMetricIs(ok func(float64) bool, want, name string, label
 }
 
 // guardDrops are one agent's leak-guard drop counts.
-type guardDrops struct{ unsnatted, invalid float64 }
+type guardDrops struct{ unsnatted, invalid, withdrawn float64 }
 
 // leakGuardDrops reads every live agent's leak-guard counters.
 func (c *cluster) leakGuardDrops() map[string]guardDrops {
@@ -65,10 +65,11 @@ func (c *cluster) leakGuardDrops() map[string]guardDrops {
 		const name = "ovn_egress_node_leak_guard_dropped_packets_total"
 		u, ok1 := m.Get(name, "reason", "not_snatted")
 		i, ok2 := m.Get(name, "reason", "conntrack_invalid")
-		if !ok1 || !ok2 {
+		w, ok3 := m.Get(name, "reason", "withdrawn")
+		if !ok1 || !ok2 || !ok3 {
 			c.t.Errorf("agent %s: no %s by reason", node, name)
 		}
-		out[node] = guardDrops{unsnatted: u, invalid: i}
+		out[node] = guardDrops{unsnatted: u, invalid: i, withdrawn: w}
 	}
 	return out
 }

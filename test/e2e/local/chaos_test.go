@@ -1,0 +1,423 @@
+//go:build chaos
+
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+)
+
+// `make chaos` (build tag chaos): a bounded soak of the local real-packet
+// cluster. A driver changes the cluster all the time while a seeded
+// schedule injects faults, one at a time and overlapping; checkers that do
+// not ask the product watch throughout and after the faults are healed.
+var (
+	chaosDuration = flag.Duration("chaos.duration", 3*time.Minute, "how long the driver and the faults run")
+	chaosSeed     = flag.Int64("chaos.seed", 0, "the schedule's seed (0: from the clock; the summary prints it)")
+	chaosOut      = flag.String("chaos.out", "", "write the summary as JSON to this file")
+)
+
+// chaosEvent is one step of the schedule: a driver action, or a fault's
+// start or end.
+type chaosEvent struct {
+	at     time.Duration
+	kind   string
+	target string
+	end    bool // a fault's end (heal)
+}
+
+// Faults and driver actions, by name.
+var (
+	chaosFaults  = []string{"nb-restart", "master-kill", "agent-kill", "agent-freeze", "node-notready"}
+	chaosActions = []string{"relabel", "move-endpoints", "recreate", "selector"}
+)
+
+// chaosSchedule is the seeded schedule: a driver action every 0.5–1.5 s;
+// a fault every 3–7 s, lasting 1–5 s (so faults overlap).
+func chaosSchedule(rng *rand.Rand, d time.Duration) []chaosEvent {
+	var ev []chaosEvent
+	nodes := []string{"node1", "node2", "node3"}
+	for at := time.Duration(0); at < d; at += time.Duration(500+rng.IntN(1000)) * time.Millisecond {
+		ev = append(ev, chaosEvent{at: at, kind: chaosActions[rng.IntN(len(chaosActions))], target: chaosServices[rng.IntN(len(chaosServices))]})
+	}
+	for at := 2 * time.Second; at < d; at += time.Duration(3000+rng.IntN(4000)) * time.Millisecond {
+		kind := chaosFaults[rng.IntN(len(chaosFaults))]
+		target := nodes[rng.IntN(len(nodes))]
+		ev = append(ev, chaosEvent{at: at, kind: kind, target: target},
+			chaosEvent{at: at + time.Duration(1000+rng.IntN(4000))*time.Millisecond, kind: kind, target: target, end: true})
+	}
+	slices.SortStableFunc(ev, func(a, b chaosEvent) int { return int(a.at - b.at) })
+	return ev
+}
+
+// chaosServices are the soak's services; each has its own pods.
+var chaosServices = []string{"web", "api", "db"}
+
+// chaosSummary is what a run reports.
+type chaosSummary struct {
+	Seed        int64            `json:"seed"`
+	Duration    string           `json:"duration"`
+	Actions     map[string]int   `json:"actions"`
+	Faults      map[string]int   `json:"faults"`
+	Skipped     int              `json:"faults_skipped"`
+	Probes      int              `json:"probes_answered"`
+	Unanswered  int              `json:"probes_unanswered"`
+	Sources     map[string]int   `json:"sources"`
+	Violations  []string         `json:"violations"`
+	Converged   string           `json:"converged_after_heal"`
+	LeakGuard   map[string][]int `json:"leak_guard_drops"` // not SNATed, conntrack-invalid, withdrawn
+	CaptureLeak []string         `json:"captured_pod_sources"`
+}
+
+func TestChaos(t *testing.T) {
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("chaos seed %d, %v (repeat with -chaos.seed=%d)", seed, *chaosDuration, seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	c := newCluster(t, options{backend: "host", families: []ipfamily.Family{ipfamily.V4, ipfamily.V6}, masters: 2})
+	pools := map[string][]*pod{
+		"web": {c.addPod("w1", "node1", 5), c.addPod("w2", "node2", 6)},
+		"api": {c.addPod("a1", "node3", 7), c.addPod("a2", "node1", 8)},
+		"db":  {c.addPod("d1", "node2", 9)},
+	}
+	lbs := map[string][]netip.Addr{}
+	for i, name := range chaosServices {
+		lbs[name] = c.service(name, i, pools[name]...)
+	}
+	for _, n := range []string{"node2", "node3"} {
+		c.label(n, "egress", "a")
+	}
+	selector := egressv1.EgressServiceSpec{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"egress": "a"}}}
+	for _, name := range chaosServices {
+		c.egressService(name, selector)
+		c.host(name, func(h string) bool { return h != "" })
+	}
+
+	sum := chaosSummary{Seed: seed, Duration: chaosDuration.String(), Actions: map[string]int{}, Faults: map[string]int{}, Sources: map[string]int{}}
+	pr := c.startProbers(pools, lbs)
+
+	// The schedule runs on the test's goroutine (the harness's helpers
+	// fail the test on error).
+	st := &chaosState{c: c, rng: rng, pools: pools, endpoints: map[string][]*pod{}, frozen: map[string]bool{}, active: map[string]bool{}}
+	for name, p := range pools {
+		st.endpoints[name] = p
+	}
+	start := time.Now()
+	for _, ev := range chaosSchedule(rng, *chaosDuration) {
+		time.Sleep(time.Until(start.Add(ev.at)))
+		switch {
+		case slices.Contains(chaosActions, ev.kind):
+			st.act(ev)
+			sum.Actions[ev.kind]++
+		case ev.end:
+			st.heal(ev)
+		case st.inject(ev):
+			sum.Faults[ev.kind]++
+		default:
+			sum.Skipped++
+		}
+	}
+	st.healAll()
+	healed := time.Now()
+	t.Logf("faults healed after %v; checking convergence", time.Since(start).Round(time.Second))
+	st.converged(lbs)
+	sum.Converged = time.Since(healed).Round(time.Millisecond).String()
+	pr.stop()
+	sum.Probes, sum.Unanswered, sum.Sources, sum.Violations = pr.results()
+	if len(sum.Violations) > 0 {
+		t.Errorf("%d probe answers with a source that is neither the pod's LB IP nor its node's address; first: %s", len(sum.Violations), sum.Violations[0])
+	}
+	sum.LeakGuard = map[string][]int{}
+	for node, d := range c.leakGuardDrops() {
+		sum.LeakGuard[node] = []int{int(d.unsnatted), int(d.invalid), int(d.withdrawn)}
+	}
+	for src := range c.capture.Sources() {
+		for _, s := range c.topo.ClusterSubnets {
+			if s.Contains(src) {
+				sum.CaptureLeak = append(sum.CaptureLeak, src.String())
+			}
+		}
+	}
+	b, _ := json.MarshalIndent(sum, "", "  ")
+	t.Logf("chaos summary:\n%s", b)
+	if *chaosOut != "" {
+		if err := os.WriteFile(*chaosOut, append(b, '\n'), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	// assertNoLeak (a cleanup of the cluster) fails the run on any pod
+	// address the outside captured or any unSNATed drop of the leak guard.
+}
+
+// chaosState is what the schedule changed and has not healed yet.
+type chaosState struct {
+	c         *cluster
+	rng       *rand.Rand
+	pools     map[string][]*pod
+	endpoints map[string][]*pod
+	frozen    map[string]bool
+	active    map[string]bool // "kind/target" of running faults
+	nbDown    bool
+}
+
+// act runs one driver action on a service.
+func (s *chaosState) act(ev chaosEvent) {
+	c := s.c
+	switch ev.kind {
+	case "relabel": // node2 or node3 gains or loses egress=a
+		n := []string{"node2", "node3"}[s.rng.IntN(2)]
+		v := any("a")
+		if s.rng.IntN(2) == 0 {
+			v = nil
+		}
+		c.patchNode(n, map[string]any{"egress": v})
+	case "move-endpoints": // a non-empty subset of the service's pods
+		pool := s.pools[ev.target]
+		var eps []*pod
+		for len(eps) == 0 {
+			eps = eps[:0]
+			for _, p := range pool {
+				if s.rng.IntN(2) == 0 {
+					eps = append(eps, p)
+				}
+			}
+		}
+		var addrs []string
+		for _, p := range eps {
+			for _, ip := range p.ips {
+				addrs = append(addrs, ip.String()+"@"+p.node)
+			}
+		}
+		kube.SetEndpoints(c.t, c.ns, ev.target, addrs...)
+		s.endpoints[ev.target] = eps
+	case "recreate": // the EgressService deleted and created again
+		if err := kube.Egress.K8sV1().EgressServices(c.ns).Delete(context.Background(), ev.target, metav1.DeleteOptions{}); err == nil {
+			c.egressService(ev.target, egressv1.EgressServiceSpec{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"egress": "a"}}})
+		}
+	case "selector": // egress=a, or every node
+		sel := map[string]any{"egress": "a"}
+		if s.rng.IntN(3) == 0 {
+			sel = map[string]any{"egress": nil}
+		}
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"nodeSelector": map[string]any{"matchLabels": sel}}})
+		if _, err := kube.Egress.K8sV1().EgressServices(c.ns).Patch(context.Background(), ev.target, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			c.t.Logf("selector of %s: %v", ev.target, err) // a recreate may be on its way
+		}
+	}
+}
+
+// inject starts a fault; false when one of its kind already holds the target.
+func (s *chaosState) inject(ev chaosEvent) bool {
+	c, key := s.c, ev.kind+"/"+ev.target
+	if s.active[key] || (ev.kind == "nb-restart" && s.nbDown) {
+		return false
+	}
+	switch ev.kind {
+	case "nb-restart":
+		c.ovn.KillNB()
+		s.nbDown = true
+	case "master-kill":
+		c.masters[c.leaderIndex()].Kill() // the standby takes the Lease
+	case "agent-kill":
+		if s.frozen[ev.target] {
+			return false
+		}
+		c.agents[ev.target].Kill()
+	case "agent-freeze": // alive to the kernel (its health listener still accepts), doing nothing
+		if s.active["agent-kill/"+ev.target] {
+			return false
+		}
+		_ = syscall.Kill(c.agents[ev.target].Pid(), syscall.SIGSTOP)
+		s.frozen[ev.target] = true
+	case "node-notready":
+		c.setReady(ev.target, false)
+	}
+	s.active[key] = true
+	c.t.Logf("%s fault %s on %s", time.Now().Format("15:04:05.000"), ev.kind, ev.target)
+	return true
+}
+
+// heal ends a fault the schedule started.
+func (s *chaosState) heal(ev chaosEvent) {
+	c, key := s.c, ev.kind+"/"+ev.target
+	if !s.active[key] {
+		return
+	}
+	delete(s.active, key)
+	switch ev.kind {
+	case "nb-restart":
+		if err := c.ovn.StartNB(); err != nil {
+			c.t.Fatalf("NB restart: %v", err)
+		}
+		s.nbDown = false
+	case "master-kill":
+		c.startMaster() // a new replica, standing by
+	case "agent-kill":
+		c.agents[ev.target] = c.startAgent(ev.target)
+	case "agent-freeze":
+		_ = syscall.Kill(c.agents[ev.target].Pid(), syscall.SIGCONT)
+		delete(s.frozen, ev.target)
+	case "node-notready":
+		c.setReady(ev.target, true)
+	}
+}
+
+// healAll ends every fault still running.
+func (s *chaosState) healAll() {
+	for _, key := range slices.Sorted(func(yield func(string) bool) {
+		for k := range s.active {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		kind, target, _ := strings.Cut(key, "/")
+		s.heal(chaosEvent{kind: kind, target: target, end: true})
+	}
+}
+
+// converged checks, without asking the product, that the cluster settles
+// once the faults are healed: every service has a host that its selector
+// and the nodes allow (or none when no node is eligible), its endpoints
+// leave with its LB IP (its other pods with their node's address), and
+// `ovn-egress verify` finds the NB exactly as the objects require.
+func (s *chaosState) converged(lbs map[string][]netip.Addr) {
+	c := s.c
+	for _, name := range chaosServices {
+		eligible := s.eligible(name)
+		h := c.host(name, func(h string) bool { return (len(eligible) == 0 && h == "") || slices.Contains(eligible, h) })
+		for _, p := range s.pools[name] {
+			want := c.nodeAddr(p.node)
+			if h != "" && slices.Contains(s.endpoints[name], p) {
+				want = only(lbs[name])
+			}
+			c.expectSource(p, 45*time.Second, want)
+		}
+	}
+	args := append([]string{"verify", "--kubeconfig=" + kube.Kubeconfig, "--nb-address=" + c.ovn.NBAddress(), "--snat-backend=host", "--unassigned-traffic=" + c.opts.unassigned}, c.subnetFlags()...)
+	var out []byte
+	var err error
+	c.eventually("ovn-egress verify to find no drift", 30*time.Second, func() bool {
+		out, err = exec.Command(bin, args...).CombinedOutput()
+		return err == nil
+	})
+	c.t.Logf("ovn-egress verify: %s", strings.TrimSpace(string(out)))
+}
+
+// eligible are the nodes service name may be hosted on now: Ready nodes
+// its selector matches.
+func (s *chaosState) eligible(name string) []string {
+	es, err := kube.Egress.K8sV1().EgressServices(s.c.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		s.c.t.Fatal(err)
+	}
+	var out []string
+	for _, n := range s.c.topo.Nodes {
+		node, err := kube.Client.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
+		if err != nil {
+			s.c.t.Fatal(err)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&es.Spec.NodeSelector)
+		if err == nil && sel.Matches(labels.Set(node.Labels)) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// patchNode merge-patches node's labels (nil removes one).
+func (c *cluster) patchNode(node string, lbls map[string]any) {
+	c.t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": lbls}})
+	if _, err := kube.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// probers ask the outside from every pod all the time and check each
+// answer's source: the LB IP of the pod's service or the address of the
+// pod's node — never anything else.
+type probers struct {
+	mu         sync.Mutex
+	answered   int
+	unanswered int
+	sources    map[string]int
+	violations []string
+	done       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func (c *cluster) startProbers(pools map[string][]*pod, lbs map[string][]netip.Addr) *probers {
+	pr := &probers{sources: map[string]int{}, done: make(chan struct{})}
+	ext := c.dp.ExtIPs()
+	for name, pods := range pools {
+		for _, p := range pods {
+			allowed := map[netip.Addr]string{}
+			for _, ip := range lbs[name] {
+				allowed[ip] = "lb"
+			}
+			for _, f := range c.opts.families {
+				for _, ip := range c.nodeAddr(p.node)(f) {
+					allowed[ip] = "node"
+				}
+			}
+			pr.wg.Add(1)
+			go func() {
+				defer pr.wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-pr.done:
+						return
+					case <-time.After(200 * time.Millisecond):
+					}
+					dst := ext[i%len(ext)]
+					got, err := testenv.Ask(p.ns, "tcp", netip.AddrPortFrom(dst, echoPort), 500*time.Millisecond)
+					pr.mu.Lock()
+					switch class, ok := allowed[got]; {
+					case err != nil:
+						pr.unanswered++
+					case ok:
+						pr.answered++
+						pr.sources[class]++
+					default:
+						pr.answered++
+						pr.sources["other"]++
+						pr.violations = append(pr.violations, fmt.Sprintf("%s %s (%s) seen as %s", time.Now().Format("15:04:05.000"), p.name, name, got))
+					}
+					pr.mu.Unlock()
+				}
+			}()
+		}
+	}
+	return pr
+}
+
+func (pr *probers) stop() { close(pr.done); pr.wg.Wait() }
+
+func (pr *probers) results() (int, int, map[string]int, []string) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.answered, pr.unanswered, pr.sources, pr.violations
+}
