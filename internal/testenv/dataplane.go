@@ -49,6 +49,20 @@ type Dataplane struct {
 	bins map[string]string
 	env  []string
 	pods int
+	// daemons are ovs-vswitchd and ovn-controller (Died watches them).
+	daemons []*daemon
+}
+
+// Died returns an error naming the dataplane daemon that exited, with the
+// end of its log (ovs-vswitchd's own, where OVS writes its assertion), or
+// nil while both run.
+func (d *Dataplane) Died() error {
+	for _, dm := range d.daemons {
+		if err := dm.exited(); err != nil {
+			return fmt.Errorf("%w\n%s's log ends:\n%s", err, dm.name, tail(filepath.Join(d.dir, dm.name+".log"), 5))
+		}
+	}
+	return nil
 }
 
 // NewDataplane starts OVS and ovn-controller, builds the namespaces and
@@ -100,6 +114,7 @@ func NewDataplane(t testing.TB, o *OVN, topo Topology) *Dataplane {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { controller.stop(5 * time.Second) })
+	d.daemons = []*daemon{vswitchd, controller}
 	if err := waitFor(20*time.Second, "br-int", func() error {
 		_, err := d.vsctl("br-exists", "br-int")
 		return err

@@ -169,6 +169,11 @@ func newCluster(t *testing.T, o options) *cluster {
 	t.Cleanup(cancel)
 	go c.balanceIngress(ctx)
 	t.Cleanup(c.assertNoLeak)
+	t.Cleanup(func() {
+		if err := c.dp.Died(); err != nil { // says why everything else failed
+			t.Errorf("the test's dataplane died during the test: %v", err)
+		}
+	})
 	return c
 }
 
