@@ -87,6 +87,9 @@ type Kube struct {
 
 	kubectl         string
 	etcd, apiserver *daemon
+	// etcdCmd, apiCmd start them again (KillAPIServer and the like).
+	etcdCmd, apiCmd []string
+	etcdURL         string
 	mapper          *restmapper.DeferredDiscoveryRESTMapper
 }
 
@@ -175,11 +178,13 @@ func (k *Kube) launch(bins map[string]string, caPEM []byte, o kubeOptions) error
 	if err := os.RemoveAll(dataDir); err != nil {
 		return fmt.Errorf("clean etcd data: %w", err)
 	}
-	k.etcd, err = startDaemon(k.Dir, "etcd", nil, bins["etcd"], append([]string{
+	k.etcdURL = etcdURL
+	k.etcdCmd = append([]string{bins["etcd"],
 		"--name=testenv", "--data-dir=" + dataDir, "--unsafe-no-fsync", "--log-level=warn",
 		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
 		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
-		"--initial-cluster=testenv=" + peerURL}, o.etcdArgs...)...)
+		"--initial-cluster=testenv=" + peerURL}, o.etcdArgs...)
+	k.etcd, err = startDaemon(k.Dir, "etcd", nil, k.etcdCmd[0], k.etcdCmd[1:]...)
 	if err != nil {
 		return err
 	}
@@ -199,7 +204,7 @@ func (k *Kube) launch(bins map[string]string, caPEM []byte, o kubeOptions) error
 		return fmt.Errorf("write token file: %w", err)
 	}
 	port := strconv.Itoa(ports[2])
-	k.apiserver, err = startDaemon(k.Dir, "kube-apiserver", nil, bins["kube-apiserver"], append([]string{
+	k.apiCmd = append([]string{bins["kube-apiserver"],
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + port,
 		"--cert-dir=" + k.Dir,
@@ -216,7 +221,8 @@ func (k *Kube) launch(bins map[string]string, caPEM []byte, o kubeOptions) error
 		// No endpoint reconciler: it refuses a loopback advertise address. No
 		// ServiceAccount admission: no controller creates the tokens it wants.
 		"--endpoint-reconciler-type=none", "--disable-admission-plugins=ServiceAccount",
-	}, o.apiserverArgs...)...)
+	}, o.apiserverArgs...)
+	k.apiserver, err = startDaemon(k.Dir, "kube-apiserver", nil, k.apiCmd[0], k.apiCmd[1:]...)
 	if err != nil {
 		return err
 	}
@@ -510,4 +516,44 @@ func RunWithKube(m *testing.M, prefix string, k **Kube) int {
 	(*k).Stop()
 	os.RemoveAll(dir)
 	return code
+}
+
+// KillAPIServer SIGKILLs kube-apiserver (StartAPIServer brings it back on
+// the same address: clients see a restart).
+func (k *Kube) KillAPIServer() { k.apiserver.kill() }
+
+// StartAPIServer starts kube-apiserver again after KillAPIServer and waits
+// for /readyz.
+func (k *Kube) StartAPIServer() error {
+	<-k.apiserver.done
+	var err error
+	if k.apiserver, err = startDaemon(k.Dir, "kube-apiserver", nil, k.apiCmd[0], k.apiCmd[1:]...); err != nil {
+		return err
+	}
+	hc, err := rest.HTTPClientFor(k.Config)
+	if err != nil {
+		return err
+	}
+	hc.Timeout = 2 * time.Second
+	// The port may take a moment to be free of the killed process.
+	return waitFor(60*time.Second, "kube-apiserver /readyz", paced(100*time.Millisecond, func() error {
+		return httpOK(hc, k.Config.Host+"/readyz")
+	}), k.etcd, k.apiserver)
+}
+
+// KillEtcd SIGKILLs etcd (its data stays: StartEtcd resumes it).
+func (k *Kube) KillEtcd() { k.etcd.kill() }
+
+// StartEtcd starts etcd again on its data after KillEtcd and waits for
+// /health.
+func (k *Kube) StartEtcd() error {
+	<-k.etcd.done
+	var err error
+	if k.etcd, err = startDaemon(k.Dir, "etcd", nil, k.etcdCmd[0], k.etcdCmd[1:]...); err != nil {
+		return err
+	}
+	plain := &http.Client{Timeout: 2 * time.Second}
+	return waitFor(30*time.Second, "etcd /health", paced(50*time.Millisecond, func() error {
+		return httpOK(plain, k.etcdURL+"/health")
+	}), k.etcd)
 }

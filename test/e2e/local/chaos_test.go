@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -48,7 +49,7 @@ type chaosEvent struct {
 
 // Faults and driver actions, by name.
 var (
-	chaosFaults  = []string{"nb-restart", "master-kill", "agent-kill", "agent-freeze", "node-notready"}
+	chaosFaults  = []string{"nb-restart", "master-kill", "agent-kill", "agent-freeze", "node-notready", "apiserver-restart", "etcd-restart"}
 	chaosActions = []string{"relabel", "move-endpoints", "recreate", "selector"}
 )
 
@@ -85,6 +86,7 @@ type chaosSummary struct {
 	Sources     map[string]int   `json:"sources"`
 	Violations  []string         `json:"violations"`
 	Converged   string           `json:"converged_after_heal"`
+	Restarted   map[string]int   `json:"restarted_by_supervisor"` // processes that exited on their own, started again as the kubelet would
 	LeakGuard   map[string][]int `json:"leak_guard_drops"` // not SNATed, conntrack-invalid, withdrawn
 	CaptureLeak []string         `json:"captured_pod_sources"`
 }
@@ -115,25 +117,38 @@ func TestChaos(t *testing.T) {
 		c.host(name, func(h string) bool { return h != "" })
 	}
 
-	sum := chaosSummary{Seed: seed, Duration: chaosDuration.String(), Actions: map[string]int{}, Faults: map[string]int{}, Sources: map[string]int{}}
+	sum := chaosSummary{Seed: seed, Duration: chaosDuration.String(), Actions: map[string]int{}, Faults: map[string]int{}, Sources: map[string]int{}, Restarted: map[string]int{}}
+	foreign := c.snapshotForeign()
 	pr := c.startProbers(pools, lbs)
 
 	// The schedule runs on the test's goroutine (the harness's helpers
 	// fail the test on error).
-	st := &chaosState{c: c, rng: rng, pools: pools, endpoints: map[string][]*pod{}, frozen: map[string]bool{}, active: map[string]bool{}}
+	st := &chaosState{c: c, rng: rng, pools: pools, endpoints: map[string][]*pod{}, frozen: map[string]bool{}, active: map[string]bool{}, restarted: sum.Restarted}
 	for name, p := range pools {
 		st.endpoints[name] = p
 	}
 	start := time.Now()
+	var deferred []chaosEvent
 	for _, ev := range chaosSchedule(rng, *chaosDuration) {
 		time.Sleep(time.Until(start.Add(ev.at)))
 		c.dataplaneAlive()
+		st.supervise()
 		switch {
+		case st.apiDown(ev.kind) && slices.Contains(chaosActions, ev.kind):
+			sum.Actions["skipped, API server down"]++
+		case st.apiDown(ev.kind) && ev.end && ev.kind == "node-notready":
+			deferred = append(deferred, ev) // healed once the API server is back
 		case slices.Contains(chaosActions, ev.kind):
 			st.act(ev)
 			sum.Actions[ev.kind]++
 		case ev.end:
 			st.heal(ev)
+			if !st.apiDown("") {
+				for _, d := range deferred {
+					st.heal(d)
+				}
+				deferred = nil
+			}
 		case st.inject(ev):
 			sum.Faults[ev.kind]++
 		default:
@@ -141,6 +156,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	st.healAll()
+	st.supervise()
 	if os.Getenv("OVN_EGRESS_CHAOS_HOLD") != "" {
 		// A developer inspecting a failed convergence: keep everything up.
 		t.Cleanup(func() {
@@ -155,8 +171,10 @@ func TestChaos(t *testing.T) {
 	t.Logf("faults healed after %v; checking convergence", time.Since(start).Round(time.Second))
 	st.converged(lbs)
 	c.dataplaneAlive()
+	c.foreignUntouched(foreign)
 	sum.Converged = time.Since(healed).Round(time.Millisecond).String()
 	pr.stop()
+	st.nothingLeft()
 	sum.Probes, sum.Unanswered, sum.Sources, sum.Violations = pr.results()
 	if len(sum.Violations) > 0 {
 		t.Errorf("%d probe answers with a source that is neither the pod's LB IP nor its node's address; first: %s", len(sum.Violations), sum.Violations[0])
@@ -206,6 +224,37 @@ type chaosState struct {
 	frozen    map[string]bool
 	active    map[string]bool // "kind/target" of running faults
 	nbDown    bool
+	restarted map[string]int
+}
+
+// supervise plays the kubelet: a master replica or an agent that exited
+// on its own (a master that lost its Lease while the API server was away
+// exits, so a Deployment restarts it) is started again; two master
+// replicas run except while a master-kill fault holds one down.
+func (s *chaosState) supervise() {
+	c := s.c
+	live, down := 0, 0
+	for _, m := range c.masters {
+		if m.Exited() == nil {
+			live++
+		}
+	}
+	for k := range s.active {
+		if strings.HasPrefix(k, "master-kill/") {
+			down++
+		}
+	}
+	for ; live < 2-down; live++ {
+		c.startMaster()
+		s.restarted["master"]++
+	}
+	for _, n := range c.topo.Nodes {
+		if !s.active["agent-kill/"+n.Name] && c.agents[n.Name].Exited() != nil {
+			c.t.Logf("agent %s exited on its own: %v", n.Name, c.agents[n.Name].Exited())
+			c.agents[n.Name] = c.startAgent(n.Name)
+			s.restarted["agent"]++
+		}
+	}
 }
 
 // act runs one driver action on a service.
@@ -257,7 +306,7 @@ func (s *chaosState) act(ev chaosEvent) {
 // inject starts a fault; false when one of its kind already holds the target.
 func (s *chaosState) inject(ev chaosEvent) bool {
 	c, key := s.c, ev.kind+"/"+ev.target
-	if s.active[key] || (ev.kind == "nb-restart" && s.nbDown) {
+	if s.active[key] || (ev.kind == "nb-restart" && s.nbDown) || s.apiDown(ev.kind) {
 		return false
 	}
 	switch ev.kind {
@@ -279,10 +328,25 @@ func (s *chaosState) inject(ev chaosEvent) bool {
 		s.frozen[ev.target] = true
 	case "node-notready":
 		c.setReady(ev.target, false)
+	case "apiserver-restart":
+		kube.KillAPIServer()
+	case "etcd-restart":
+		kube.KillEtcd()
 	}
 	s.active[key] = true
 	c.t.Logf("%s fault %s on %s", time.Now().Format("15:04:05.000"), ev.kind, ev.target)
 	return true
+}
+
+// apiDown reports whether the API server or etcd is down: no fault
+// starts then (the harness writes through the API) and the driver waits.
+func (s *chaosState) apiDown(string) bool {
+	for k := range s.active {
+		if strings.HasPrefix(k, "apiserver-restart/") || strings.HasPrefix(k, "etcd-restart/") {
+			return true
+		}
+	}
+	return false
 }
 
 // heal ends a fault the schedule started.
@@ -298,8 +362,15 @@ func (s *chaosState) heal(ev chaosEvent) {
 			c.t.Fatalf("NB restart: %v", err)
 		}
 		s.nbDown = false
-	case "master-kill":
-		c.startMaster() // a new replica, standing by
+	case "master-kill": // supervise starts a new replica, standing by
+	case "apiserver-restart":
+		if err := kube.StartAPIServer(); err != nil {
+			c.t.Fatalf("kube-apiserver restart: %v", err)
+		}
+	case "etcd-restart":
+		if err := kube.StartEtcd(); err != nil {
+			c.t.Fatalf("etcd restart: %v", err)
+		}
 	case "agent-kill":
 		c.agents[ev.target] = c.startAgent(ev.target)
 	case "agent-freeze":
@@ -312,16 +383,24 @@ func (s *chaosState) heal(ev chaosEvent) {
 
 // healAll ends every fault still running.
 func (s *chaosState) healAll() {
-	for _, key := range slices.Sorted(func(yield func(string) bool) {
-		for k := range s.active {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	keys := slices.Collect(maps.Keys(s.active))
+	slices.SortFunc(keys, apiFirst)
+	for _, key := range keys {
 		kind, target, _ := strings.Cut(key, "/")
 		s.heal(chaosEvent{kind: kind, target: target, end: true})
 	}
+}
+
+// apiFirst orders fault keys so that the API server and etcd heal first.
+func apiFirst(a, b string) int {
+	api := func(k string) bool { return strings.HasPrefix(k, "apiserver-") || strings.HasPrefix(k, "etcd-") }
+	switch {
+	case api(a) && !api(b):
+		return -1
+	case api(b) && !api(a):
+		return 1
+	}
+	return strings.Compare(a, b)
 }
 
 // converged checks, without asking the product, that the cluster settles
@@ -342,6 +421,7 @@ func (s *chaosState) converged(lbs map[string][]netip.Addr) {
 			c.expectSource(p, 45*time.Second, want)
 		}
 	}
+	s.hostAgreement(lbs)
 	args := append([]string{"verify", "--kubeconfig=" + kube.Kubeconfig, "--nb-address=" + c.ovn.NBAddress(), "--snat-backend=host", "--unassigned-traffic=" + c.opts.unassigned}, c.subnetFlags()...)
 	var out []byte
 	var err error
