@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,5 +29,24 @@ func NewRecorder(ctx context.Context, kube kubernetes.Interface, source corev1.E
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	return b.NewRecorder(sch, source), b.Shutdown, nil
+	return b.NewRecorder(sch, source), BoundedStop(b.Shutdown, recorderFlush), nil
+}
+
+// recorderFlush bounds how long stopping a recorder waits for its queued
+// Events: the broadcaster's Shutdown delivers them first, retrying each
+// for up to about two minutes while the API server is away — a master
+// that lost its Lease in an API outage hung that long before it exited
+// (found by the chaos soak), so its replacement never started.
+const recorderFlush = 2 * time.Second
+
+// BoundedStop runs stop and returns once it has, or after d.
+func BoundedStop(stop func(), d time.Duration) func() {
+	return func() {
+		done := make(chan struct{})
+		go func() { stop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(d):
+		}
+	}
 }

@@ -207,3 +207,19 @@ func TestWaitSynced(t *testing.T) {
 		t.Fatal("a cache that never syncs: no error")
 	}
 }
+
+// TestBoundedStop: a stop that blocks is waited for only so long.
+func TestBoundedStop(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	start := time.Now()
+	controller.BoundedStop(func() { <-block }, 50*time.Millisecond)()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("a blocked stop held the caller %v", d)
+	}
+	ran := false
+	controller.BoundedStop(func() { ran = true }, time.Second)()
+	if !ran {
+		t.Error("a quick stop did not run before the caller went on")
+	}
+}

@@ -349,7 +349,16 @@ func (m *Master) Run(ctx context.Context) error {
 	case lctx := <-started:
 		runErr = m.lead(lctx)
 		stopElector()
-		<-done
+		// Releasing the Lease is an API write without a deadline; with the
+		// API server or etcd away it hung the process for up to a minute
+		// after it had lost the Lease (found by the chaos soak), so that
+		// no replacement started. A replica exits regardless; an
+		// unreleased Lease expires.
+		select {
+		case <-done:
+		case <-time.After(le.RenewDeadline):
+			m.log.Warn("the Lease could not be released in time (the API server does not answer); it will expire")
+		}
 	case <-done:
 	}
 	if runErr != nil {

@@ -240,14 +240,28 @@ func (s *chaosState) nothingLeft() {
 	if err := kube.Egress.K8sV1().EgressServices(c.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
-	c.eventually("no ovn-egress row left in NB", 30*time.Second, func() bool {
+	// The node-IP sets stay: they belong to no service (the allow
+	// policies of every service point at them).
+	var left string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left = ""
 		for _, table := range []string{"Logical_Router_Policy", "Address_Set", "NAT", "Logical_Router_Static_Route"} {
-			if out, _ := c.ovn.NBCtl("--bare", "--columns=_uuid", "find", table, "external_ids:k8s.ovn.org/owner-controller=ovn-egress"); strings.TrimSpace(out) != "" {
-				return false
+			out, _ := c.ovn.NBCtl("--bare", "--columns=external_ids", "find", table, "external_ids:k8s.ovn.org/owner-controller=ovn-egress")
+			for _, row := range strings.Split(strings.TrimSpace(out), "\n\n") {
+				if row != "" && !strings.Contains(row, "owner-type\"=EgressServiceNodeIPs") && !strings.Contains(row, "owner-type=EgressServiceNodeIPs") {
+					left += table + ": " + row + "\n"
+				}
 			}
 		}
-		return true
-	})
+		if left == "" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if left != "" {
+		c.t.Errorf("ovn-egress rows left in NB once every EgressService was deleted:\n%s", left)
+	}
 	c.eventually("no SNAT element and no egress-service label left", 30*time.Second, func() bool {
 		for _, n := range c.topo.Nodes {
 			if len(c.snatElements(n.Name)) > 0 {

@@ -314,7 +314,11 @@ func (s *chaosState) inject(ev chaosEvent) bool {
 		c.ovn.KillNB()
 		s.nbDown = true
 	case "master-kill":
-		c.masters[c.leaderIndex()].Kill() // the standby takes the Lease
+		i := c.liveLeader(5 * time.Second)
+		if i < 0 {
+			return false // nobody leads yet (a restarted API server, replicas starting)
+		}
+		c.masters[i].Kill() // the standby takes the Lease
 	case "agent-kill":
 		if s.frozen[ev.target] {
 			return false
@@ -336,6 +340,26 @@ func (s *chaosState) inject(ev chaosEvent) bool {
 	s.active[key] = true
 	c.t.Logf("%s fault %s on %s", time.Now().Format("15:04:05.000"), ev.kind, ev.target)
 	return true
+}
+
+// liveLeader is the index of the running master replica that holds the
+// Lease, or -1 when none does within wait.
+func (c *cluster) liveLeader(wait time.Duration) int {
+	deadline := time.Now().Add(wait)
+	for {
+		l, err := kube.Client.CoordinationV1().Leases("ovn-egress").Get(context.Background(), "ovn-egress-master", metav1.GetOptions{})
+		if err == nil && l.Spec.HolderIdentity != nil {
+			for i, m := range c.masters {
+				if *l.Spec.HolderIdentity == masterIdentity(i) && m.Exited() == nil {
+					return i
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return -1
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // apiDown reports whether the API server or etcd is down: no fault
