@@ -87,7 +87,7 @@ const (
 	// unSNATed — a reroute the master could not take out yet, as during an
 	// NB outage longer than --withdraw-grace (found by the chaos soak) —
 	// are dropped instead of leaving with the pod address.
-	WithdrawnHold = 10 * time.Minute
+	WithdrawnHold  = 10 * time.Minute
 	doNotSNATMark  = "0x3f0"
 	tableComment   = "owned by ovn-egress node agent; changes are overwritten"
 	snatPriority   = knftables.BaseChainPriority("srcnat-10")

@@ -87,7 +87,7 @@ type chaosSummary struct {
 	Violations  []string         `json:"violations"`
 	Converged   string           `json:"converged_after_heal"`
 	Restarted   map[string]int   `json:"restarted_by_supervisor"` // processes that exited on their own, started again as the kubelet would
-	LeakGuard   map[string][]int `json:"leak_guard_drops"` // not SNATed, conntrack-invalid, withdrawn
+	LeakGuard   map[string][]int `json:"leak_guard_drops"`        // not SNATed, conntrack-invalid, withdrawn
 	CaptureLeak []string         `json:"captured_pod_sources"`
 }
 
