@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 )
@@ -73,5 +75,44 @@ func TestControllersConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("mode %s, controllers %v: error %v, want %q", tc.mode, tc.controllers, err, tc.want)
 		}
+	}
+}
+
+// TestLostLeaseEndsTheProcess: a replica whose Lease is taken over returns
+// from Run at once with an error (the process exits and its Deployment
+// starts a clean standby), instead of hanging in its shutdown.
+func TestLostLeaseEndsTheProcess(t *testing.T) {
+	c := newCluster(t)
+	cfg := c.config("lost-lease")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, err := master.New(ctx, cfg, kube.Config, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	leases := kube.Client.CoordinationV1().Leases("ovn-egress")
+	c.eventually("the Lease held", func() bool {
+		l, err := leases.Get(ctx, "lost-lease", metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == cfg.LeaderElection.Identity
+	})
+	// Another replica takes the Lease (as after a network partition).
+	l, err := leases.Get(ctx, "lost-lease", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, now := "someone-else", metav1.NewMicroTime(time.Now())
+	l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime = &other, &now, &now
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "lost the leader lease") {
+			t.Errorf("Run returned %v, want the lost Lease", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the replica that lost its Lease is still running 15 s later")
 	}
 }

@@ -291,13 +291,21 @@ func (m *Master) Run(ctx context.Context) error {
 		defer m.nb.Close()
 	}
 	defer m.stopEvents()
-	m.kubeInf.Start(ctx.Done())
-	m.egInf.Start(ctx.Done())
 	defer m.kubeInf.Shutdown()
 	defer m.egInf.Shutdown()
 	if m.repInf != nil {
-		m.repInf.Start(ctx.Done())
 		defer m.repInf.Shutdown()
+	}
+	// Shutdown waits for the informers, which stop only when their context
+	// does: cancel it first (deferred last), also when Run returns because
+	// the Lease was lost and the process's own context is still alive —
+	// else the replica hangs there and is never replaced (chaos soak).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m.kubeInf.Start(ctx.Done())
+	m.egInf.Start(ctx.Done())
+	if m.repInf != nil {
+		m.repInf.Start(ctx.Done())
 	}
 	if !m.cfg.LeaderElection.Enabled {
 		return m.lead(ctx)
