@@ -188,10 +188,7 @@ func (k *Kube) launch(bins map[string]string, caPEM []byte, o kubeOptions) error
 	if err != nil {
 		return err
 	}
-	plain := &http.Client{Timeout: 2 * time.Second}
-	if err := waitFor(30*time.Second, "etcd /health", paced(50*time.Millisecond, func() error {
-		return httpOK(plain, etcdURL+"/health")
-	}), k.etcd); err != nil {
+	if err := k.waitEtcd(); err != nil {
 		return err
 	}
 
@@ -234,14 +231,7 @@ func (k *Kube) launch(bins map[string]string, caPEM []byte, o kubeOptions) error
 		// make them slow without making them any more real.
 		QPS: 200, Burst: 400,
 	}
-	hc, err := rest.HTTPClientFor(k.Config)
-	if err != nil {
-		return fmt.Errorf("http client: %w", err)
-	}
-	hc.Timeout = 2 * time.Second
-	if err := waitFor(60*time.Second, "kube-apiserver /readyz", paced(100*time.Millisecond, func() error {
-		return httpOK(hc, k.Config.Host+"/readyz")
-	}), k.etcd, k.apiserver); err != nil {
+	if err := k.waitAPIServer(); err != nil {
 		return err
 	}
 	return k.newClients()
@@ -530,15 +520,7 @@ func (k *Kube) StartAPIServer() error {
 	if k.apiserver, err = startDaemon(k.Dir, "kube-apiserver", nil, k.apiCmd[0], k.apiCmd[1:]...); err != nil {
 		return err
 	}
-	hc, err := rest.HTTPClientFor(k.Config)
-	if err != nil {
-		return err
-	}
-	hc.Timeout = 2 * time.Second
-	// The port may take a moment to be free of the killed process.
-	return waitFor(60*time.Second, "kube-apiserver /readyz", paced(100*time.Millisecond, func() error {
-		return httpOK(hc, k.Config.Host+"/readyz")
-	}), k.etcd, k.apiserver)
+	return k.waitAPIServer()
 }
 
 // KillEtcd SIGKILLs etcd (its data stays: StartEtcd resumes it).
@@ -552,8 +534,26 @@ func (k *Kube) StartEtcd() error {
 	if k.etcd, err = startDaemon(k.Dir, "etcd", nil, k.etcdCmd[0], k.etcdCmd[1:]...); err != nil {
 		return err
 	}
+	return k.waitEtcd()
+}
+
+// waitEtcd waits for etcd's /health (failing at once if etcd exits).
+func (k *Kube) waitEtcd() error {
 	plain := &http.Client{Timeout: 2 * time.Second}
 	return waitFor(30*time.Second, "etcd /health", paced(50*time.Millisecond, func() error {
 		return httpOK(plain, k.etcdURL+"/health")
 	}), k.etcd)
+}
+
+// waitAPIServer waits for kube-apiserver's /readyz (a restarted one may
+// take a moment to get its port back from the killed process).
+func (k *Kube) waitAPIServer() error {
+	hc, err := rest.HTTPClientFor(k.Config)
+	if err != nil {
+		return fmt.Errorf("http client: %w", err)
+	}
+	hc.Timeout = 2 * time.Second
+	return waitFor(60*time.Second, "kube-apiserver /readyz", paced(100*time.Millisecond, func() error {
+		return httpOK(hc, k.Config.Host+"/readyz")
+	}), k.etcd, k.apiserver)
 }
