@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -171,38 +169,11 @@ func (m *MetalLB) ensureSpeakerPod(node, addr string) {
 }
 
 // ForwardInto makes the API server reachable inside ns at the very address
-// its kubeconfig names (127.0.0.1:PORT there is forwarded to the API server's
-// 127.0.0.1:PORT here), for a process run in ns as a host-network pod would
-// be. It stops when t ends.
+// its kubeconfig names, for a process run in ns as a host-network pod would
+// be (NetNS.ForwardLoopback). It stops when t ends.
 func (k *Kube) ForwardInto(t testing.TB, ns *NetNS) {
 	t.Helper()
-	api := strings.TrimPrefix(k.Config.Host, "https://")
-	var l net.Listener
-	if err := ns.Do(func() (err error) {
-		l, err = net.Listen("tcp", api)
-		return err
-	}); err != nil {
-		t.Fatalf("forward the API server into %s: %v", ns.Name, err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer in.Close()
-				out, err := net.DialTimeout("tcp", api, 5*time.Second)
-				if err != nil {
-					return
-				}
-				defer out.Close()
-				go func() { _, _ = io.Copy(out, in) }()
-				_, _ = io.Copy(in, out)
-			}()
-		}
-	}()
+	ns.ForwardLoopback(t, strings.TrimPrefix(k.Config.Host, "https://"))
 }
 
 func (k *Kube) ensureNamespace(ctx context.Context, name string) error {

@@ -3,12 +3,15 @@ package testenv
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netns"
 )
@@ -166,4 +169,39 @@ func (n *NetNS) Addr(t testing.TB, dev, cidr string) {
 		args = append(args, "nodad")
 	}
 	n.MustRun(t, args...)
+}
+
+// ForwardLoopback forwards TCP connections to addr (127.0.0.1:PORT or
+// [::1]:PORT) inside n to the same address in the test's own namespace, so
+// that a process in n reaches a server that listens on this machine's
+// loopback only. Traffic in n passes n's own loopback first, where a
+// filter can cut it. It stops when t ends.
+func (n *NetNS) ForwardLoopback(t testing.TB, addr string) {
+	t.Helper()
+	var l net.Listener
+	if err := n.Do(func() (err error) {
+		l, err = net.Listen("tcp", addr)
+		return err
+	}); err != nil {
+		t.Fatalf("forward %s into %s: %v", addr, n.Name, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := net.DialTimeout("tcp", addr, 5*time.Second)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				go func() { _, _ = io.Copy(out, in) }()
+				_, _ = io.Copy(in, out)
+			}()
+		}
+	}()
 }

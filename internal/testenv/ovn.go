@@ -31,6 +31,7 @@ type OVN struct {
 	nbSock, sbSock string
 	nbTCP          string
 	nbSSL          string
+	raft           *raftNB // with NBMembers > 1, instead of nb
 	opts           OVNOptions
 	// PKI holds the certificates when started with NBSSL.
 	PKI *PKI
@@ -46,6 +47,10 @@ type OVNOptions struct {
 	// NBSSL also listens for NB clients over TLS on a free 127.0.0.1 port,
 	// with a throw-away PKI (OVN.PKI); clients must present a certificate.
 	NBSSL bool
+	// NBMembers > 1 runs the NB as a RAFT cluster of that many members,
+	// each on its own unix socket and 127.0.0.1 port (NBAddress lists them
+	// all; NBTCPAddresses the ports). NBTCP and NBSSL do not apply.
+	NBMembers int
 }
 
 // NewOVN starts NB, SB and northd in a temporary directory of t and stops them
@@ -87,16 +92,22 @@ func StartOVN(dir string, opts OVNOptions) (*OVN, error) {
 		nbSock: filepath.Join(dir, "nb.sock"), sbSock: filepath.Join(dir, "sb.sock")}
 	o.env = []string{"OVS_RUNDIR=" + dir, "OVN_RUNDIR=" + dir, "OVS_LOGDIR=" + dir, "OVN_LOGDIR=" + dir, "OVS_DBDIR=" + dir}
 	inst, _ := SelectedOVN() // lookPaths failed if it did
-	for _, db := range []struct{ file, schema string }{
-		{"nb.db", inst.NBSchema()},
-		{"sb.db", inst.SBSchema()},
-	} {
+	dbs := []struct{ file, schema string }{{"sb.db", inst.SBSchema()}}
+	if opts.NBMembers <= 1 {
+		dbs = append(dbs, struct{ file, schema string }{"nb.db", inst.NBSchema()})
+	}
+	for _, db := range dbs {
 		if out, err := exec.Command(bins["ovsdb-tool"], "create", filepath.Join(dir, db.file), db.schema).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("ovsdb-tool create %s: %v: %s", db.file, err, out)
 		}
 	}
 	if opts.NBSSL {
 		if o.PKI, err = WritePKI(dir); err != nil {
+			return nil, err
+		}
+	}
+	if opts.NBMembers > 1 {
+		if o.raft, err = newRaftNB(bins, dir, o.env, opts.NBMembers); err != nil {
 			return nil, err
 		}
 	}
@@ -191,8 +202,12 @@ func (o *OVN) startDB(db string) (*daemon, error) {
 }
 
 // StartNB starts (or restarts after StopNB/KillNB) the NB ovsdb-server on the
-// same database file and socket.
+// same database file and socket; a RAFT NB's members not running, waiting
+// until one of them leads.
 func (o *OVN) StartNB() error {
+	if o.raft != nil {
+		return o.raft.startAll()
+	}
 	if o.nb != nil && o.nb.exited() == nil {
 		return fmt.Errorf("nb ovsdb-server already running")
 	}
@@ -205,11 +220,46 @@ func (o *OVN) StartNB() error {
 	return nil
 }
 
-// StopNB stops the NB ovsdb-server gracefully; KillNB with SIGKILL.
-func (o *OVN) StopNB() { o.nb.stop(5 * time.Second) }
+// StopNB stops the NB ovsdb-server (every member of a RAFT NB) gracefully.
+func (o *OVN) StopNB() {
+	if o.raft != nil {
+		o.raft.stopAll()
+		return
+	}
+	o.nb.stop(5 * time.Second)
+}
 
-// KillNB kills the NB ovsdb-server with SIGKILL.
-func (o *OVN) KillNB() { o.nb.kill() }
+// KillNB kills the NB ovsdb-server (every member of a RAFT NB) with SIGKILL.
+func (o *OVN) KillNB() {
+	if o.raft != nil {
+		for i := range o.raft.members {
+			o.raft.kill(i)
+		}
+		return
+	}
+	o.nb.kill()
+}
+
+// KillNBLeader kills the leader of a RAFT NB with SIGKILL and returns its
+// index (-1: no member leads now, or the NB is not clustered).
+func (o *OVN) KillNBLeader() int {
+	if o.raft == nil {
+		return -1
+	}
+	i := o.raft.leader()
+	if i >= 0 {
+		o.raft.kill(i)
+	}
+	return i
+}
+
+// StartNBMember restarts member i of a RAFT NB on its database file.
+func (o *OVN) StartNBMember(i int) error {
+	if o.raft == nil {
+		return fmt.Errorf("the NB is not clustered")
+	}
+	return o.raft.start(i)
+}
 
 // Stop stops northd, SB and NB, in that order. Safe to call twice.
 func (o *OVN) Stop() {
@@ -218,10 +268,31 @@ func (o *OVN) Stop() {
 			d.stop(5 * time.Second)
 		}
 	}
+	if o.raft != nil {
+		o.raft.stopAll()
+	}
 }
 
-// NBAddress is the OVSDB address of the NB database (unix:...).
-func (o *OVN) NBAddress() string { return "unix:" + o.nbSock }
+// NBAddress is the OVSDB address of the NB database (unix:...; a RAFT NB's
+// members' sockets, comma-separated).
+func (o *OVN) NBAddress() string {
+	if o.raft != nil {
+		return o.raft.unixAddress(false)
+	}
+	return "unix:" + o.nbSock
+}
+
+// NBTCPAddresses are a RAFT NB's members' tcp:127.0.0.1:PORT endpoints, or
+// the NB's one when started with NBTCP.
+func (o *OVN) NBTCPAddresses() []string {
+	if o.raft != nil {
+		return o.raft.tcp
+	}
+	if o.nbTCP != "" {
+		return []string{o.nbTCP}
+	}
+	return nil
+}
 
 // NBTCPAddress is tcp:127.0.0.1:PORT when started with NBTCP.
 func (o *OVN) NBTCPAddress() string { return o.nbTCP }
@@ -260,7 +331,20 @@ func (o *OVN) Trace(args ...string) (string, error) {
 }
 
 func (o *OVN) nbctl(timeout time.Duration, args ...string) (string, error) {
-	return o.run("ovn-nbctl", append([]string{"--db=" + o.NBAddress(), fmt.Sprintf("--timeout=%d", int(timeout.Seconds()))}, args...)...)
+	if o.raft == nil {
+		return o.run("ovn-nbctl", append([]string{"--db=" + o.NBAddress(), fmt.Sprintf("--timeout=%d", int(timeout.Seconds()))}, args...)...)
+	}
+	// ovn-nbctl tries one remote once: a member that is down, or one that
+	// follows while the cluster elects a leader, fails it. Ask the running
+	// members again until one of them leads.
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := o.run("ovn-nbctl", append([]string{"--db=" + o.raft.unixAddress(true), fmt.Sprintf("--timeout=%d", int(timeout.Seconds()))}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "database connection failed") || time.Now().After(deadline) {
+			return out, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (o *OVN) run(bin string, args ...string) (string, error) {

@@ -147,3 +147,36 @@ func familiesName(fs []ipfamily.Family) string {
 	}
 	return strings.Join(s, "+")
 }
+
+// TestOVNWithRAFTNB: a RAFT NB of three members under ovn-northd keeps
+// serving clients of every member's socket while its leader is killed,
+// and northd carries the NB's rows to the SB through it.
+func TestOVNWithRAFTNB(t *testing.T) {
+	o := NewOVN(t, OVNOptions{NBMembers: 3})
+	if got := len(strings.Split(o.NBAddress(), ",")); got != 3 {
+		t.Fatalf("NBAddress %q: want three members", o.NBAddress())
+	}
+	o.MustNBCtl(t, "ls-add", "before")
+	killed := o.KillNBLeader()
+	if killed < 0 {
+		t.Fatal("no NB member led")
+	}
+	o.MustNBCtl(t, "--wait=sb", "ls-add", "during")
+	if err := o.StartNBMember(killed); err != nil {
+		t.Fatal(err)
+	}
+	o.KillNB()
+	if err := o.StartNB(); err != nil {
+		t.Fatal(err)
+	}
+	o.MustNBCtl(t, "--wait=sb", "ls-add", "after")
+	dps := o.MustSBCtl(t, "--bare", "--columns=external_ids", "list", "Datapath_Binding")
+	for _, ls := range []string{"before", "during", "after"} {
+		if !strings.Contains(dps, "name="+ls) {
+			t.Errorf("switch %s not in the SB's datapaths:\n%s", ls, dps)
+		}
+	}
+	if len(o.NBTCPAddresses()) != 3 {
+		t.Errorf("NBTCPAddresses %v: want three", o.NBTCPAddresses())
+	}
+}

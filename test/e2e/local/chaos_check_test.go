@@ -136,27 +136,35 @@ func (s *chaosState) hostAgreement(lbs map[string][]netip.Addr) {
 }
 
 // disagreements lists where status.host, the labels and the hosts' SNAT
-// maps disagree now.
+// maps disagree now (an API error is one too).
 func (s *chaosState) disagreements(lbs map[string][]netip.Addr) []string {
 	c := s.c
+	ctx := context.Background()
+	nodes, err := kube.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{"nodes: " + err.Error()}
+	}
+	s.mu.Lock()
+	endpoints := maps.Clone(s.endpoints)
+	s.mu.Unlock()
 	var problems []string
 	want := map[string][]string{} // node → "endpoint → LB IP" lines
 	for _, name := range chaosServices {
-		h := c.currentHost(name)
+		es, err := kube.Egress.K8sV1().EgressServices(c.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return []string{"EgressService " + name + ": " + err.Error()}
+		}
+		h := es.Status.Host
 		label := translate.NodeLabel(c.ns, name)
-		for _, n := range c.topo.Nodes {
-			node, err := kube.Client.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
-			if err != nil {
-				c.t.Fatal(err)
-			}
-			if _, has := node.Labels[label]; has != (n.Name == h) {
-				problems = append(problems, fmt.Sprintf("service %s hosted on %q: node %s has its label %v", name, h, n.Name, has))
+		for _, node := range nodes.Items {
+			if _, has := node.Labels[label]; has != (node.Name == h) {
+				problems = append(problems, fmt.Sprintf("service %s hosted on %q: node %s has its label %v", name, h, node.Name, has))
 			}
 		}
 		if h == "" {
 			continue
 		}
-		for _, p := range s.endpoints[name] {
+		for _, p := range endpoints[name] {
 			for _, ip := range p.ips {
 				for _, lb := range lbs[name] {
 					if ipfamily.Of(lb) == ipfamily.Of(ip) {
@@ -193,7 +201,7 @@ func (c *cluster) snatElements(node string) []string {
 			} `json:"nftables"`
 		}
 		if json.Unmarshal([]byte(text), &doc) != nil {
-			c.t.Fatalf("nft -j on %s: %s", node, text)
+			return []string{"nft -j on " + node + ": " + text}
 		}
 		for _, o := range doc.Nftables {
 			if o.Map == nil {

@@ -71,11 +71,19 @@ type options struct {
 	gatewayMode string
 	// masterArgs are extra flags of the master.
 	masterArgs []string
+	// nbMembers > 1 runs the NB as a RAFT cluster of that many members;
+	// the masters reach it over TCP through their pods' loopback, so that a
+	// filter in a master's pod cuts it off the NB as it does off the API.
+	nbMembers int
+	// spareLBs puts each Service's spare LB IPs (.100+k+spareLB) into its
+	// MetalLB pool too, so that a test can move the Service to them.
+	spareLBs bool
 }
 
 // cluster is a 3-node OVN cluster forwarding real packets, with the
-// product running as real processes: the master as a pod on node1 (so its
-// health probes reach the nodes' management ports through OVN) and one node
+// product running as real processes: each master replica in its own pod on
+// node1 (so its health probes reach the nodes' management ports through
+// OVN) and one node
 // agent per node in its host namespace, each with the ServiceAccount and
 // RBAC from dist/. The harness plays MetalLB: it keeps every egress
 // Service's ingress IP on the node carrying the Service's egress label.
@@ -95,10 +103,14 @@ type cluster struct {
 	agentMetrics map[string]string
 	mcfg         string // master kubeconfig
 	ncfg         string // node kubeconfig
-	mpod         *testenv.NetNS
-	echo         *testenv.Echo
-	capture      *testenv.Capture
-	pods         map[string]*pod
+	// mpods are the master replicas' pods, one per replica a Deployment
+	// would run; masterPod[i] is the index of master i's pod (a replica
+	// started again takes the pod of one that exited).
+	mpods     []*testenv.NetNS
+	masterPod []int
+	echo      *testenv.Echo
+	capture   *testenv.Capture
+	pods      map[string]*pod
 
 	metallb *testenv.MetalLB
 
@@ -130,7 +142,7 @@ func newCluster(t *testing.T, o options) *cluster {
 	if o.masters == 0 {
 		o.masters = 1
 	}
-	ovn := testenv.NewOVN(t)
+	ovn := testenv.NewOVN(t, testenv.OVNOptions{NBMembers: o.nbMembers})
 	topo := testenv.DefaultTopology(3, o.families...)
 	for i := range topo.Nodes {
 		topo.Nodes[i].GatewayMode = o.gatewayMode
@@ -155,7 +167,9 @@ func newCluster(t *testing.T, o options) *cluster {
 	c.echo = testenv.StartEcho(t, c.dp.Ext, echoPort, c.dp.ExtIPs()...)
 	c.capture = testenv.StartCapture(t, c.dp.Ext, "eth0")
 	c.credentials()
-	c.startMasterPod()
+	for i := 0; i < o.masters; i++ {
+		c.startMasterPod(i)
+	}
 	for i := 0; i < o.masters; i++ {
 		c.startMaster()
 	}
@@ -210,23 +224,54 @@ func (c *cluster) subnetFlags() []string {
 	return []string{"--cluster-subnets=" + strings.Join(cs, ","), "--join-subnets=" + strings.Join(js, ",")}
 }
 
-// startMasterPod creates the master's pod namespace on node1 and forwards
-// its 127.0.0.1:<apiserver port> to the API server (which listens on the
-// machine's loopback only).
-func (c *cluster) startMasterPod() {
+// startMasterPod creates master replica i's pod namespace on node1 and
+// forwards its 127.0.0.1:<apiserver port> (and a RAFT NB's ports) to the
+// API server and the NB, which listen on the machine's loopback only.
+func (c *cluster) startMasterPod(i int) {
 	t := c.t
 	n := c.topo.Nodes[0]
 	var ips []netip.Addr
 	for _, f := range c.opts.families {
-		ips = append(ips, n.PodIP(f, 200))
+		ips = append(ips, n.PodIP(f, 200+i))
 	}
-	c.mpod = c.dp.AddPod(t, n.Name, "ovn-egress-master", ips...)
-	kube.ForwardInto(t, c.mpod)
+	p := c.dp.AddPod(t, n.Name, fmt.Sprintf("ovn-egress-master-%d", i), ips...)
+	kube.ForwardInto(t, p)
+	if c.opts.nbMembers > 1 {
+		for _, a := range c.ovn.NBTCPAddresses() {
+			p.ForwardLoopback(t, strings.TrimPrefix(a, "tcp:"))
+		}
+	}
+	c.mpods = append(c.mpods, p)
 }
 
-// startMaster starts one master replica in the master pod.
+// nbAddressOfMasters is the --nb-address the masters are given.
+func (c *cluster) nbAddressOfMasters() string {
+	if c.opts.nbMembers > 1 {
+		return strings.Join(c.ovn.NBTCPAddresses(), ",")
+	}
+	return c.ovn.NBAddress()
+}
+
+// startMaster starts one master replica, in the first pod no running
+// replica holds.
 func (c *cluster) startMaster() *testenv.Process {
-	args := []string{"netns", "exec", c.mpod.Name, bin, "master", "--kubeconfig=" + c.mcfg, "--nb-address=" + c.ovn.NBAddress(),
+	busy := map[int]bool{}
+	for i, m := range c.masters {
+		if m.Exited() == nil {
+			busy[c.masterPod[i]] = true
+		}
+	}
+	pod := -1
+	for i := range c.mpods {
+		if !busy[i] {
+			pod = i
+			break
+		}
+	}
+	if pod < 0 {
+		c.t.Fatalf("every master pod holds a running replica")
+	}
+	args := []string{"netns", "exec", c.mpods[pod].Name, bin, "master", "--kubeconfig=" + c.mcfg, "--nb-address=" + c.nbAddressOfMasters(),
 		"--snat-backend=" + c.opts.backend, "--unassigned-traffic=" + c.opts.unassigned, "--health-check-mode=connect",
 		"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms", "--nat-batch-window=100ms",
 		"--lease-identity=" + masterIdentity(len(c.masters)), "--log-level=debug",
@@ -235,13 +280,14 @@ func (c *cluster) startMaster() *testenv.Process {
 	args = append(args, c.opts.masterArgs...)
 	p := c.procs.Start(c.dir, fmt.Sprintf("master-%d", len(c.masters)), nil, "ip", args...)
 	c.masters = append(c.masters, p)
+	c.masterPod = append(c.masterPod, pod)
 	return p
 }
 
 func masterIdentity(i int) string { return fmt.Sprintf("master-%d", i) }
 
-// masterMetricsPort is replica 0's metrics port in the master pod (the
-// manifests' 9476; replica i listens on 9476+i).
+// masterMetricsPort is replica 0's metrics port in its pod (the
+// manifests' 9476; replica i listens on 9476+i in its pod).
 const masterMetricsPort = 9476
 
 // startAgent starts the node agent of node inside its host namespace.
@@ -292,14 +338,7 @@ func (c *cluster) addPodNoNB(name, node string, k int) *pod {
 // pool and advertisement of examples/metallb.yaml), and waits until
 // MetalLB's controller has assigned them.
 func (c *cluster) service(name string, k int, pods ...*pod) []netip.Addr {
-	var ingress []netip.Addr
-	for _, f := range c.opts.families {
-		if f == ipfamily.V4 {
-			ingress = append(ingress, netip.MustParseAddr(fmt.Sprintf("172.18.0.%d", 100+k)))
-		} else {
-			ingress = append(ingress, netip.MustParseAddr(fmt.Sprintf("fc00:f853:ccd:e793::%x", 0x100+k)))
-		}
-	}
+	ingress := c.lbAddrs(k)
 	var ing, eps []string
 	for _, ip := range ingress {
 		ing = append(ing, ip.String())
@@ -309,7 +348,11 @@ func (c *cluster) service(name string, k int, pods ...*pod) []netip.Addr {
 			eps = append(eps, ip.String()+"@"+p.node)
 		}
 	}
-	c.applyMetalLB(name, ingress)
+	pool := ingress
+	if c.opts.spareLBs {
+		pool = append(slices.Clone(ingress), c.lbAddrs(k+spareLB)...)
+	}
+	c.applyMetalLB(name, pool)
 	svc := testenv.LoadBalancerService(c.ns, name)
 	svc.Annotations = map[string]string{"metallb.io/loadBalancerIPs": strings.Join(ing, ",")}
 	if len(ingress) > 1 {
@@ -346,6 +389,22 @@ func (c *cluster) service(name string, k int, pods ...*pod) []netip.Addr {
 	})
 	return ingress
 }
+
+// lbAddrs are the LB IPs .100+k of the external network, one per family.
+func (c *cluster) lbAddrs(k int) []netip.Addr {
+	var out []netip.Addr
+	for _, f := range c.opts.families {
+		if f == ipfamily.V4 {
+			out = append(out, netip.MustParseAddr(fmt.Sprintf("172.18.0.%d", 100+k)))
+		} else {
+			out = append(out, netip.MustParseAddr(fmt.Sprintf("fc00:f853:ccd:e793::%x", 0x100+k)))
+		}
+	}
+	return out
+}
+
+// spareLB is the offset of a Service's spare LB IPs (options.spareLBs).
+const spareLB = 10
 
 // egressService creates the EgressService for Service name.
 func (c *cluster) egressService(name string, spec egressv1.EgressServiceSpec) {

@@ -76,7 +76,7 @@ func TestDemo(t *testing.T) {
 	out, _ = c.dp.Hosts[host].Run("nft", "list", "table", "inet", "ovn-egress")
 	show(fmt.Sprintf("nft list table inet ovn-egress   (in %s's host namespace)", host), out)
 	if m, err := c.masterMetrics(c.leaderIndex()); err == nil {
-		show(fmt.Sprintf("ip netns exec %s curl -s 127.0.0.1:%d/metrics   (the master, in its pod; excerpt)", c.mpod.Name, masterMetricsPort), metricLines(m,
+		show(fmt.Sprintf("ip netns exec %s curl -s 127.0.0.1:%d/metrics   (the master, in its pod; excerpt)", c.mpods[0].Name, masterMetricsPort), metricLines(m,
 			"ovn_egress_master_leader", "ovn_egress_egressservices", "ovn_egress_host_changes_total", "ovn_egress_nb_transactions_total"))
 	}
 	if m, err := c.agentMetricsOf(host); err == nil {

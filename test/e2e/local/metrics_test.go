@@ -10,7 +10,7 @@ import (
 
 // masterMetrics scrapes master replica i (inside the master pod).
 func (c *cluster) masterMetrics(i int) (testenv.Samples, error) {
-	return testenv.ScrapeIn(context.Background(), c.mpod, fmt.Sprintf("http://127.0.0.1:%d/metrics", masterMetricsPort+i))
+	return testenv.ScrapeIn(context.Background(), c.mpods[c.masterPod[i]], fmt.Sprintf("http://127.0.0.1:%d/metrics", masterMetricsPort+i))
 }
 
 // agentMetricsOf scrapes node's agent.
