@@ -24,7 +24,7 @@ func nbFlags() []cli.Flag {
 		&cli.StringFlag{Name: "nb-certificate", Usage: "PEM client certificate for ssl: NB endpoints", Category: catOVN},
 		&cli.StringFlag{Name: "nb-ca-cert", Usage: "PEM CA certificate that signed the NB server's certificate", Category: catOVN},
 		&cli.StringFlag{Name: "nb-server-name", Usage: "name expected in the NB server's certificate (default: the endpoint's host)", Category: catOVN},
-		&cli.DurationFlag{Name: "nb-inactivity-probe", Value: 0, Usage: "echo the NB server after this much silence and reconnect when it does not answer (0: off)", Category: catOVN},
+		&cli.DurationFlag{Name: "nb-inactivity-probe", Value: 0, Usage: "echo the NB server after this much silence and reconnect when it does not answer within as long again (0: off; when set, a reconnect attempt is bounded by half of it)", Category: catOVN},
 	}
 }
 

@@ -253,6 +253,27 @@ func (o *OVN) KillNBLeader() int {
 	return i
 }
 
+// FreezeNBLeader stops the leader of a RAFT NB with SIGSTOP — a hung
+// server: its connections stay open, nothing answers, the others elect a
+// new leader — and returns its index (-1: none leads, or not clustered).
+func (o *OVN) FreezeNBLeader() int {
+	if o.raft == nil {
+		return -1
+	}
+	i := o.raft.leader()
+	if i >= 0 {
+		o.raft.freeze(i)
+	}
+	return i
+}
+
+// ThawNBMember continues member i after FreezeNBLeader.
+func (o *OVN) ThawNBMember(i int) {
+	if o.raft != nil {
+		o.raft.thaw(i)
+	}
+}
+
 // StartNBMember restarts member i of a RAFT NB on its database file.
 func (o *OVN) StartNBMember(i int) error {
 	if o.raft == nil {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -18,6 +19,7 @@ type raftNB struct {
 	env     []string
 	bins    map[string]string
 	members []*daemon
+	frozen  []bool   // stopped with SIGSTOP
 	socks   []string // unix socket path per member
 	tcp     []string // tcp:127.0.0.1:PORT per member
 	args    [][]string
@@ -34,7 +36,7 @@ func newRaftNB(bins map[string]string, dir string, env []string, n int) (*raftNB
 	if err != nil {
 		return nil, err
 	}
-	r := &raftNB{dir: dir, env: env, bins: bins, members: make([]*daemon, n)}
+	r := &raftNB{dir: dir, env: env, bins: bins, members: make([]*daemon, n), frozen: make([]bool, n)}
 	raft := func(i int) string { return fmt.Sprintf("tcp:127.0.0.1:%d", ports[n+i]) }
 	for i := range n {
 		db := filepath.Join(dir, fmt.Sprintf("nb%d.db", i))
@@ -103,13 +105,30 @@ func (r *raftNB) kill(i int) {
 	if r.members[i] != nil {
 		r.members[i].kill()
 	}
+	r.frozen[i] = false
 	os.Remove(r.ctl(i))
 }
 
-// stopAll stops every member gracefully.
+// freeze stops member i with SIGSTOP: a hung server, whose kernel keeps
+// its connections open and acknowledged while nothing answers; thaw
+// continues it.
+func (r *raftNB) freeze(i int) {
+	_ = syscall.Kill(r.members[i].Pid(), syscall.SIGSTOP)
+	r.frozen[i] = true
+}
+
+func (r *raftNB) thaw(i int) {
+	if r.frozen[i] {
+		_ = syscall.Kill(r.members[i].Pid(), syscall.SIGCONT)
+		r.frozen[i] = false
+	}
+}
+
+// stopAll stops every member gracefully (a frozen one is continued first).
 func (r *raftNB) stopAll() {
-	for _, m := range r.members {
+	for i, m := range r.members {
 		if m != nil {
+			r.thaw(i)
 			m.stop(5 * time.Second)
 		}
 	}
@@ -118,10 +137,10 @@ func (r *raftNB) stopAll() {
 // leader returns the index of the member that is leader, or -1.
 func (r *raftNB) leader() int {
 	for i, m := range r.members {
-		if m == nil || m.exited() != nil {
+		if m == nil || m.exited() != nil || r.frozen[i] {
 			continue
 		}
-		out, err := exec.Command(r.bins["ovs-appctl"], "-t", r.ctl(i), "cluster/status", "OVN_Northbound").CombinedOutput()
+		out, err := exec.Command(r.bins["ovs-appctl"], "--timeout=2", "-t", r.ctl(i), "cluster/status", "OVN_Northbound").CombinedOutput()
 		if err == nil && strings.Contains(string(out), "Role: leader") {
 			return i
 		}
@@ -135,7 +154,7 @@ func (r *raftNB) leader() int {
 func (r *raftNB) unixAddress(live bool) string {
 	var a []string
 	for i, s := range r.socks {
-		if !live || (r.members[i] != nil && r.members[i].exited() == nil) {
+		if !live || (r.members[i] != nil && r.members[i].exited() == nil && !r.frozen[i]) {
 			a = append(a, "unix:"+s)
 		}
 	}
@@ -180,6 +199,12 @@ func (c *NBCluster) Start(t testing.TB, i int) {
 
 // Kill kills member i with SIGKILL.
 func (c *NBCluster) Kill(i int) { c.r.kill(i) }
+
+// Freeze stops member i with SIGSTOP (a hung server); Thaw continues it.
+func (c *NBCluster) Freeze(i int) { c.r.freeze(i) }
+
+// Thaw continues member i after Freeze.
+func (c *NBCluster) Thaw(i int) { c.r.thaw(i) }
 
 // Addresses are the members' client endpoints (tcp:127.0.0.1:PORT).
 func (c *NBCluster) Addresses() []string { return c.r.tcp }

@@ -454,23 +454,14 @@ func TestRAFTClusterLeaderFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	cfg := translate.DefaultConfig()
-	cfg.AssumeAgentsReady = true
-	in := translate.Input{Config: cfg, Nodes: map[string]*translate.NodeInfo{}, Services: map[string]*corev1.Service{},
-		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{}}
-	for _, n := range topo.Nodes {
-		in.Nodes[n.Name] = translate.ParseNode(topo.NodeObject(n), cfg.JoinSubnets)
-	}
-	in.EgressServices = []*egressv1.EgressService{testenv.EgressService("ns", "web", "node2")}
-	in.Services["ns/web"] = testenv.LoadBalancerService("ns", "web", "172.18.0.100")
-	in.EndpointSlices["ns/web"] = testenv.EndpointSlices("ns", "web", "10.244.1.5@node1")
+	in := raftInput(topo, "10.244.1.5@node1")
 	a := ovn.NewApplier(c, 0)
 	if _, err := a.Apply(ctx, in.AllKeys(), translate.Translate(in)); err != nil {
 		t.Fatal(err)
 	}
 	leader := cl.Leader()
 	cl.Kill(leader)
-	in.EndpointSlices["ns/web"] = testenv.EndpointSlices("ns", "web", "10.244.1.5@node1", "10.244.3.5@node3")
+	in = raftInput(topo, "10.244.1.5@node1", "10.244.3.5@node3")
 	start := time.Now()
 	for {
 		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
@@ -490,6 +481,77 @@ func TestRAFTClusterLeaderFailover(t *testing.T) {
 	if got := cl.NBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/owner-controller=ovn-egress"); len(strings.Fields(got)) != 3 {
 		t.Errorf("policies after failover (want the reroute and the two allows): %q", got)
 	}
+}
+
+// TestRAFTClusterLeaderHung: a leader that hangs (SIGSTOP: its kernel
+// keeps the client's connection open, nothing answers; the other members
+// elect a new leader) stalls the client's writes until it answers again —
+// libovsdb v0.8.1 tries the endpoints in order under one deadline, the
+// last one it reached first, so the hung one eats every reconnect attempt
+// (docs/reliability.md) — and then they go through the new leader, none
+// lost and none twice. The client runs with an inactivity probe shorter
+// than its connect timeout, which libovsdb refused before the reconnect
+// attempt was bounded by half the probe.
+func TestRAFTClusterLeaderHung(t *testing.T) {
+	cl := testenv.NewNBCluster(t, 3)
+	topo := testenv.DefaultTopology(3, ipfamily.V4)
+	cl.NBCtl(t, topo.NBCtlCommands()...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	leader := cl.Leader()
+	// Connect to the leader first, so that the hang is the client's.
+	addrs := append([]string{cl.Addresses()[leader]}, slices.Delete(slices.Clone(cl.Addresses()), leader, leader+1)...)
+	c, err := ovn.NewNBClient(ctx, ovn.ClientConfig{Addresses: addrs, InactivityProbe: time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	in := raftInput(topo, "10.244.1.5@node1")
+	a := ovn.NewApplier(c, 0)
+	if _, err := a.Apply(ctx, in.AllKeys(), translate.Translate(in)); err != nil {
+		t.Fatal(err)
+	}
+	cl.Freeze(leader)
+	in = raftInput(topo, "10.244.1.5@node1", "10.244.3.5@node3")
+	hctx, hcancel := context.WithTimeout(ctx, 4*time.Second)
+	_, err = a.Apply(hctx, in.AllKeys(), translate.Translate(in))
+	hcancel()
+	t.Logf("a write while member %d hangs: %v", leader, err)
+	cl.Thaw(leader)
+	start := time.Now()
+	for {
+		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := a.Apply(actx, in.AllKeys(), translate.Translate(in))
+		acancel()
+		if err == nil {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("no write after the hung leader answered again: %v", err)
+		}
+	}
+	t.Logf("written %s after the hung member answered again", time.Since(start).Round(time.Millisecond))
+	if got := cl.NBCtl(t, "get", "Address_Set", translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4"), "addresses"); got != `["10.244.1.5", "10.244.3.5"]` {
+		t.Errorf("after the hang: %s", got)
+	}
+	if got := cl.NBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/owner-controller=ovn-egress"); len(strings.Fields(got)) != 3 {
+		t.Errorf("policies after the hang (want the reroute and the two allows): %q", got)
+	}
+}
+
+// raftInput is the RAFT tests' one EgressService on node2 with endpoints.
+func raftInput(topo testenv.Topology, eps ...string) translate.Input {
+	cfg := translate.DefaultConfig()
+	cfg.AssumeAgentsReady = true
+	in := translate.Input{Config: cfg, Nodes: map[string]*translate.NodeInfo{}, Services: map[string]*corev1.Service{},
+		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{}}
+	for _, n := range topo.Nodes {
+		in.Nodes[n.Name] = translate.ParseNode(topo.NodeObject(n), cfg.JoinSubnets)
+	}
+	in.EgressServices = []*egressv1.EgressService{testenv.EgressService("ns", "web", "node2")}
+	in.Services["ns/web"] = testenv.LoadBalancerService("ns", "web", "172.18.0.100")
+	in.EndpointSlices["ns/web"] = testenv.EndpointSlices("ns", "web", eps...)
+	return in
 }
 
 // TestLargeSweepIsSplit: creating and then sweeping thousands of NAT rows

@@ -38,10 +38,13 @@ type ClientConfig struct {
 	PrivateKey, Certificate, CACert string
 	// ServerName overrides the name checked in the server's certificate.
 	ServerName string
-	// ConnectTimeout bounds the first connection (and each reconnect attempt).
+	// ConnectTimeout bounds the first connection (and each reconnect attempt;
+	// with InactivityProbe, at most half of it).
 	ConnectTimeout time.Duration
 	// InactivityProbe, when set, echoes the server after this much silence and
-	// reconnects when it does not answer.
+	// reconnects when it does not answer within as long again (libovsdb
+	// wants it longer than a reconnect attempt: those are bounded by half of
+	// it when ConnectTimeout is not shorter).
 	InactivityProbe time.Duration
 	// Registry, when set, gets libovsdb's own client metrics as
 	// ovn_egress_nb_client_* (disconnects_total counts every lost
@@ -223,6 +226,10 @@ func clientOptions(cfg ClientConfig, log *logrus.Entry, reconnect bool) ([]clien
 		timeout = 10 * time.Second
 	}
 	opts = append(opts, client.WithLeaderOnly(true))
+	if reconnect && cfg.InactivityProbe > 0 && timeout >= cfg.InactivityProbe {
+		// libovsdb wants the probe longer than a reconnect attempt.
+		timeout = cfg.InactivityProbe / 2
+	}
 	if reconnect {
 		opts = append(opts, client.WithReconnect(timeout, bo))
 	}

@@ -181,6 +181,14 @@ func (s *chaosState) disagreements(lbs map[string][]netip.Addr) []string {
 		if !slices.Equal(got, w) {
 			problems = append(problems, fmt.Sprintf("node %s's SNAT maps %v, want %v", n.Name, got, w))
 		}
+		// No service of the soak names a network: the agents' plan holds
+		// no ip rule at their priority.
+		for _, fam := range []string{"-4", "-6"} {
+			out, _ := c.dp.Hosts[n.Name].Run("ip", fam, "rule", "show", "priority", "5000")
+			if strings.TrimSpace(out) != "" {
+				problems = append(problems, fmt.Sprintf("node %s has ip rules at 5000 no service asks for: %s", n.Name, out))
+			}
+		}
 	}
 	return problems
 }

@@ -211,6 +211,14 @@ func (s *chaosState) inject(ev chaosEvent) bool {
 			return false
 		}
 		s.nbDown = true
+	case "nb-leader-freeze": // a hung leader (SIGSTOP): connections open, no answers; the others elect a new one
+		if s.nbDown {
+			return false
+		}
+		if s.nbMember = c.ovn.FreezeNBLeader(); s.nbMember < 0 {
+			return false
+		}
+		s.nbDown = true
 	case "nb-restart": // every member killed, started again at the heal
 		if s.nbDown {
 			return false
@@ -345,6 +353,9 @@ func (s *chaosState) heal(ev chaosEvent) {
 		if err := c.ovn.StartNBMember(s.nbMember); err != nil {
 			c.t.Fatalf("NB member %d restart: %v", s.nbMember, err)
 		}
+		s.nbDown = false
+	case "nb-leader-freeze":
+		c.ovn.ThawNBMember(s.nbMember)
 		s.nbDown = false
 	case "nb-restart":
 		if err := c.ovn.StartNB(); err != nil {

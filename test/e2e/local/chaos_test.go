@@ -43,7 +43,7 @@ type chaosEvent struct {
 
 // Faults and driver actions, by name.
 var (
-	chaosFaults = []string{"nb-leader-kill", "nb-restart", "master-kill", "master-cut", "agent-kill", "agent-freeze",
+	chaosFaults = []string{"nb-leader-kill", "nb-leader-freeze", "nb-restart", "master-kill", "master-cut", "agent-kill", "agent-freeze",
 		"node-notready", "apiserver-restart", "etcd-restart"}
 	chaosActions = []string{"relabel", "move-endpoints", "recreate", "selector", "lb-ip"}
 	// masterCuts are what a master-cut fault cuts the active master off.
