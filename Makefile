@@ -14,7 +14,7 @@ DEMO_ARGS ?=
 # test-ovn25 runs them on OVN 25.03.
 OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/ ./test/scale/
 
-.PHONY: all build test test-ovn25 ovn25 unit testbin generate verify lint demo e2e chaos bench clean help
+.PHONY: all build test test-ovn25 ovn25 unit testbin generate verify lint demo e2e chaos false-failover bench clean help
 
 all: build
 
@@ -41,6 +41,9 @@ e2e: testbin ## the local end-to-end suite: real packets through OVN, the produc
 
 chaos: testbin build ## a seeded soak: faults while the cluster changes, checked from outside (CHAOS_ARGS=-chaos.duration=60s -chaos.seed=N); docs/reliability.md
 	go test -tags chaos -count=1 -timeout 40m -run '^TestChaos$$' -v ./test/e2e/local/ -args $(CHAOS_ARGS)
+
+false-failover: testbin build ## the health checks at their defaults under CPU starvation drain no live host (STARVE_ARGS=-starve.duration=10m -starve.hogs=4); docs/reliability.md
+	go test -tags chaos -count=1 -timeout 40m -run '^TestNoFalseFailover$$' -v ./test/e2e/local/ -args $(STARVE_ARGS)
 
 bench: testbin ## benchmarks against the physical limit (BENCH_ARGS=-quick: CI size); docs/performance.md
 	go run ./test/bench $(BENCH_ARGS)

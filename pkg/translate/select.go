@@ -59,6 +59,11 @@ type SelectInput struct {
 	// Reachable is the health-check verdict by node name; a node that is
 	// absent counts as reachable.
 	Reachable map[string]bool
+	// Recovering are reachable nodes in their hold-down after being
+	// unreachable: candidates of last resort, placed on only when no other
+	// candidate exists (the damping rule: a flapping node does not draw
+	// services while a steady one can take them).
+	Recovering map[string]bool
 	// Allocations counts, per node, the LoadBalancerIP EgressServices hosted
 	// there that are NOT in EgressServices (a controller deciding a few keys
 	// passes the hosts of all the others).
@@ -128,7 +133,8 @@ type SelectResult struct {
 //     upstream);
 //   - sticky: the current host is kept while it is a candidate (no failback);
 //   - otherwise the candidate with the fewest allocations wins (an empty node
-//     first), ties broken by name; none → "" (NoEligibleNode).
+//     first), ties broken by name, a Recovering node only when no other
+//     candidate exists; none → "" (NoEligibleNode).
 //
 // EgressServices are visited sorted by namespace/name: first every kept
 // host is counted, then the others are placed in that order, so the result
@@ -364,7 +370,14 @@ func (s *selector) place(p *placement) {
 	cur := p.es.Status.Host
 	best := ""
 	for _, c := range p.candidates {
-		if best == "" || s.res.Allocations[c] < s.res.Allocations[best] {
+		switch {
+		case best == "":
+			best = c
+		case s.in.Recovering[best] != s.in.Recovering[c]:
+			if s.in.Recovering[best] {
+				best = c
+			}
+		case s.res.Allocations[c] < s.res.Allocations[best]:
 			best = c
 		}
 	}

@@ -165,6 +165,25 @@ func TestSelectHosts(t *testing.T) {
 		{name: "reachable again: no failback", nodes: 2,
 			setup: func(w *world, in *SelectInput) { w.lb("ns/a", "node2"); in.Reachable = map[string]bool{"node1": true} },
 			want:  map[string]string{"ns/a": "node2"}},
+		{name: "damping: a recovering node is passed over while a steady one can host", nodes: 3,
+			setup: func(w *world, in *SelectInput) {
+				w.lb("ns/a", "node3")
+				w.lb("ns/b", "node2")
+				in.Reachable = map[string]bool{"node3": false}
+				in.Recovering = map[string]bool{"node1": true} // empty, first by name, but flapping
+			},
+			want: map[string]string{"ns/a": "node2", "ns/b": "node2"}, reasons: map[string][]Reason{"ns/a": {ReasonHostUnreachable}},
+			cause: map[string]string{"ns/a": CauseUnreachable}},
+		{name: "damping: a recovering node hosts when it is the only candidate", nodes: 2,
+			setup: func(w *world, in *SelectInput) {
+				w.lb("ns/a", "node2")
+				in.Reachable = map[string]bool{"node2": false}
+				in.Recovering = map[string]bool{"node1": true}
+			},
+			want: map[string]string{"ns/a": "node1"}, reasons: map[string][]Reason{"ns/a": {ReasonHostUnreachable}}},
+		{name: "damping: a recovering host keeps what it hosts", nodes: 2,
+			setup: func(w *world, in *SelectInput) { w.lb("ns/a", "node1"); in.Recovering = map[string]bool{"node1": true} },
+			want:  map[string]string{"ns/a": "node1"}},
 		{name: "no node matches: no host", nodes: 2,
 			setup: func(w *world, _ *SelectInput) { w.lb("ns/a", "", selectorOf(map[string]string{"egress": "yes"})) },
 			want:  map[string]string{"ns/a": ""}, reasons: map[string][]Reason{"ns/a": {ReasonNoEligibleNode}}},

@@ -26,11 +26,14 @@ type Config struct {
 	// HealthCheckPort is the TCP port probed at every host's management-port
 	// addresses (9, the discard port).
 	HealthCheckPort int
-	// HealthInterval is the time between two probe rounds (1s); 0 disables
-	// health checks: every node counts as reachable.
+	// HealthInterval is the time between two probe rounds (200ms); 0
+	// disables health checks: every node counts as reachable.
 	HealthInterval time.Duration
-	// HealthTimeout bounds one probe of one host (1s).
+	// HealthTimeout bounds one probe of one host (500ms).
 	HealthTimeout time.Duration
+	// HealthHoldDown is how long a node that answers again after being
+	// unreachable stays a candidate of last resort (30s; 0: none).
+	HealthHoldDown time.Duration
 	// HealthCheckMode is ModeAny or ModeConnect.
 	HealthCheckMode string
 	// Prober, when set, replaces the TCP prober the fields above describe
@@ -70,9 +73,15 @@ type Standoff interface {
 	Blocked() (why string, blocked bool)
 }
 
+// DefaultHoldDown is the default HealthHoldDown: a node whose link flaps
+// every few seconds (a bad cable, an overloaded top-of-rack port) stays a
+// candidate of last resort while it flaps, and one restart of a node
+// (kubelet, agent) costs it new services for half a minute only.
+const DefaultHoldDown = 30 * time.Second
+
 // DefaultConfig returns the command-line defaults.
 func DefaultConfig() Config {
-	return Config{HealthCheckPort: 9, HealthInterval: time.Second, HealthTimeout: time.Second, HealthCheckMode: ModeAny,
+	return Config{HealthCheckPort: 9, HealthInterval: 200 * time.Millisecond, HealthTimeout: 500 * time.Millisecond, HealthHoldDown: DefaultHoldDown, HealthCheckMode: ModeAny,
 		UnassignedTraffic: translate.UnassignedAllow, MaxBatch: 1000, Writers: 16}
 }
 

@@ -181,3 +181,28 @@ func TestUnreachableHostDrained(t *testing.T) {
 	e.waitHost("web", "node3")
 	e.waitLabels(map[string][]string{"node3": {e.label("web")}})
 }
+
+// TestFlappingNodeHeldDown: the damping rule with a real API server. web's
+// host node1 fails and web moves to node2; node1 answers again and is held
+// down; node2 fails: web goes to the steady node3, not back to node1 —
+// until node3 fails too, when the held-down node1 is the last resort.
+func TestFlappingNodeHeldDown(t *testing.T) {
+	e := newEnv(t)
+	p := newFakeProber()
+	e.start(selection.Config{HealthInterval: 50 * time.Millisecond, HealthTimeout: 50 * time.Millisecond, HealthHoldDown: time.Hour, Prober: p}, kube.Config)
+	e.create("web", []string{"172.18.0.100"}, []string{"10.244.1.5@node1"})
+	e.waitHost("web", "node1")
+	p.set("node1", true)
+	e.waitHost("web", "node2")
+	p.set("node1", false)
+	e.eventually("node1 probed again (answers)", func() bool {
+		before := p.probes("node1")
+		time.Sleep(150 * time.Millisecond)
+		return p.probes("node1") == before
+	})
+	p.set("node2", true)
+	e.waitHost("web", "node3")
+	e.waitLabels(map[string][]string{"node3": {e.label("web")}})
+	p.set("node3", true)
+	e.waitHost("web", "node1")
+}

@@ -3,6 +3,7 @@ package selection
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/netip"
 	"sync"
@@ -17,14 +18,20 @@ import (
 //
 // Debounce: a node is unreachable after ONE failed probe — a probe already
 // retries within its timeout, so a single lost SYN does not fail it — and
-// reachable again after one successful probe. Hosts are never failed back,
-// so a flapping node can only lose services, never pull them back and
-// forth. Worst case from a host's death to its services being moved is
-// interval + timeout (2 s at the defaults) plus one sync.
+// reachable again after one successful probe. A failed probe that returned
+// late (lateBy past its deadline: this process was not scheduled, as on a
+// CPU-starved machine) says nothing about the node and leaves its verdict
+// as it was — up to maxLate in a row, so that a host that dies while the
+// master stays starved is still drained. Hosts are never failed back; a node that answers again after
+// being unreachable is Recovering for holdDown — a candidate of last resort
+// — so a flapping node cannot draw services while a steady one can take
+// them. Worst case from a host's death to its services being moved is
+// interval + timeout plus one sync.
 type health struct {
 	prober   Prober
 	interval time.Duration
 	timeout  time.Duration
+	holdDown time.Duration
 	log      *logrus.Entry
 	// targets returns the nodes to probe with their management addresses,
 	// given the nodes now unreachable.
@@ -36,22 +43,52 @@ type health struct {
 
 	mu          sync.Mutex
 	unreachable map[string]bool
+	recovered   map[string]time.Time // when a node answered again after being unreachable
 	lastGood    map[string]time.Time // the last answered probe of each node
+	lateRun     map[string]int       // failed probes in a row of each node that returned late
+	inflight    map[string]bool      // nodes being probed
 	rounds      int
 }
 
-func newHealth(p Prober, interval, timeout time.Duration, log *logrus.Entry,
-	targets func(map[string]bool) map[string][]netip.Addr, changed func(string, bool)) *health {
-	return &health{prober: p, interval: interval, timeout: timeout, log: log, targets: targets, changed: changed,
-		unreachable: map[string]bool{}, lastGood: map[string]time.Time{}}
+// maxLate is how many failed probes in a row may be set aside as late: a
+// host that dies while the master stays starved is still drained, after
+// maxLate+1 rounds.
+const maxLate = 2
+
+// late records a failed probe of node that returned late and reports
+// whether it is set aside (fewer than maxLate before it in a row).
+func (h *health) late(node string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lateRun[node]++
+	return h.lateRun[node] <= maxLate
 }
 
-// run probes until ctx ends.
+// errLate marks a failed probe that returned too long after its deadline
+// for its verdict to mean anything.
+var errLate = errors.New("the probe returned late: this process was not scheduled in time")
+
+// lateBy is how far past its deadline a failed probe may return and still
+// count: a quarter of the timeout, at least 50 ms.
+func lateBy(timeout time.Duration) time.Duration { return max(timeout/4, 50*time.Millisecond) }
+
+func newHealth(p Prober, interval, timeout, holdDown time.Duration, log *logrus.Entry,
+	targets func(map[string]bool) map[string][]netip.Addr, changed func(string, bool)) *health {
+	return &health{prober: p, interval: interval, timeout: timeout, holdDown: holdDown, log: log, targets: targets, changed: changed,
+		unreachable: map[string]bool{}, recovered: map[string]time.Time{}, lastGood: map[string]time.Time{},
+		lateRun: map[string]int{}, inflight: map[string]bool{}}
+}
+
+// run probes until ctx ends. A round does not wait for its probes: a
+// node still being probed (an unreachable one takes the whole timeout) is
+// left out of the next round, so the others keep their interval.
 func (h *health) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
 	for {
-		h.round(ctx)
+		h.start(ctx, &wg)
 		select {
 		case <-ctx.Done():
 			return
@@ -60,28 +97,46 @@ func (h *health) run(ctx context.Context) {
 	}
 }
 
-// round probes every target once; each verdict is applied as soon as its
-// probe returns.
+// round probes every target once and waits for the verdicts.
 func (h *health) round(ctx context.Context) {
-	targets := h.targets(h.snapshot())
 	var wg sync.WaitGroup
+	h.start(ctx, &wg)
+	wg.Wait()
+}
+
+// start probes every target that is not being probed already; each
+// verdict is applied as soon as its probe returns.
+func (h *health) start(ctx context.Context, wg *sync.WaitGroup) {
+	targets := h.targets(h.snapshot())
 	for node, addrs := range targets {
+		h.mu.Lock()
+		busy := h.inflight[node]
+		h.inflight[node] = true
+		h.mu.Unlock()
+		if busy {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, h.timeout)
+			defer func() { h.mu.Lock(); delete(h.inflight, node); h.mu.Unlock() }()
 			start := time.Now()
+			pctx, cancel := context.WithDeadline(ctx, start.Add(h.timeout))
 			err := h.prober.Probe(pctx, node, addrs)
 			cancel()
+			took := time.Since(start)
+			if err != nil && !errors.Is(err, ErrLocal) && took > h.timeout+lateBy(h.timeout) && h.late(node) {
+				h.metrics.lateProbe()
+				err = fmt.Errorf("%w (%v after its start, timeout %v): %w", errLate, took.Round(time.Millisecond), h.timeout, err)
+			}
 			if ctx.Err() == nil {
-				if !errors.Is(err, ErrLocal) {
-					h.metrics.probed(node, time.Since(start), err)
+				if !errors.Is(err, ErrLocal) && !errors.Is(err, errLate) {
+					h.metrics.probed(node, took, err)
 				}
 				h.record(node, err)
 			}
 		}()
 	}
-	wg.Wait()
 	// A node marked unreachable that is no longer probed (deleted, or
 	// without management addresses) is forgotten.
 	h.mu.Lock()
@@ -97,6 +152,16 @@ func (h *health) round(ctx context.Context) {
 			delete(h.lastGood, n)
 		}
 	}
+	for n := range h.lateRun {
+		if _, ok := targets[n]; !ok {
+			delete(h.lateRun, n)
+		}
+	}
+	for n, t := range h.recovered {
+		if time.Since(t) >= h.holdDown {
+			delete(h.recovered, n)
+		}
+	}
 	h.rounds++
 	h.mu.Unlock()
 	for _, n := range gone {
@@ -108,11 +173,17 @@ func (h *health) record(node string, err error) {
 	log := h.log.WithField("node", node)
 	h.mu.Lock()
 	was := h.unreachable[node]
+	if !errors.Is(err, errLate) && !errors.Is(err, ErrLocal) {
+		delete(h.lateRun, node) // an answer, or a failure on time
+	}
 	switch {
 	case err == nil:
+		if was {
+			h.recovered[node] = time.Now()
+		}
 		delete(h.unreachable, node)
 		h.lastGood[node] = time.Now()
-	case errors.Is(err, ErrLocal):
+	case errors.Is(err, ErrLocal), errors.Is(err, errLate):
 		h.mu.Unlock()
 		log.WithError(err).Warn("health probe failed on this machine; verdict unchanged")
 		return
@@ -126,7 +197,10 @@ func (h *health) record(node string, err error) {
 		log.WithError(err).Warn("host unreachable; draining it")
 		h.changed(node, false)
 	case !now && was:
-		log.Info("node reachable again")
+		if h.holdDown > 0 {
+			log = log.WithField("hold-down", h.holdDown)
+		}
+		log.Info("node reachable again (a host of last resort during its hold-down)")
 		h.changed(node, true)
 	}
 }
@@ -154,6 +228,23 @@ func (h *health) reachable() map[string]bool {
 	}
 	for n := range h.snapshot() {
 		out[n] = false
+	}
+	return out
+}
+
+// recovering returns the reachable nodes still in their hold-down after
+// being unreachable.
+func (h *health) recovering() map[string]bool {
+	out := map[string]bool{}
+	if h == nil {
+		return out
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for n, t := range h.recovered {
+		if !h.unreachable[n] && time.Since(t) < h.holdDown {
+			out[n] = true
+		}
 	}
 	return out
 }

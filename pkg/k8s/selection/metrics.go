@@ -18,6 +18,7 @@ type Metrics struct {
 	hostChanges   *prometheus.CounterVec
 	probeDuration prometheus.Histogram
 	probeFailures *prometheus.CounterVec
+	probesLate    prometheus.Counter
 	services      *prometheus.Desc
 }
 
@@ -39,6 +40,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ovn_egress_health_probe_failures_total",
 			Help: "Health probes a host did not answer, by node.",
 		}, []string{"node"}),
+		probesLate: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ovn_egress_health_probes_late_total",
+			Help: "Failed health probes that returned too long after their deadline to count (the master was not scheduled in time: CPU starvation); the node's verdict stayed as it was.",
+		}),
 		services: prometheus.NewDesc("ovn_egress_egressservices",
 			"EgressServices by state: assigned (a node hosts it), network (sourceIPBy Network) or unassigned, with the reason it has no host.",
 			[]string{"state", "reason"}, nil),
@@ -47,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		translate.CauseNoLocalEndpoint, translate.CauseNodeGone, translate.CauseService} {
 		m.hostChanges.WithLabelValues(c)
 	}
-	reg.MustRegister(m.hostChanges, m.probeDuration, m.probeFailures)
+	reg.MustRegister(m.hostChanges, m.probeDuration, m.probeFailures, m.probesLate)
 	return m
 }
 
@@ -65,6 +70,12 @@ func (m *Metrics) probed(node string, d time.Duration, err error) {
 	m.probeDuration.Observe(d.Seconds())
 	if err != nil {
 		m.probeFailures.WithLabelValues(node).Inc()
+	}
+}
+
+func (m *Metrics) lateProbe() {
+	if m != nil {
+		m.probesLate.Inc()
 	}
 }
 

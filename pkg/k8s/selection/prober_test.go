@@ -157,7 +157,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.HealthCheckPort != 9 || c.HealthTimeout != time.Second || c.HealthCheckMode != selection.ModeAny || c.HealthInterval != 0 {
+	if c.HealthCheckPort != 9 || c.HealthTimeout != 500*time.Millisecond || c.HealthCheckMode != selection.ModeAny || c.HealthInterval != 0 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	for _, bad := range []selection.Config{

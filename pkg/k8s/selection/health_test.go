@@ -1,0 +1,155 @@
+package selection
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/sirupsen/logrus"
+)
+
+// scriptedProber fails the nodes marked down, at its deadline or — for a
+// starved prober — long after it.
+type scriptedProber struct {
+	mu    sync.Mutex
+	down  map[string]bool
+	extra time.Duration // how long past the deadline a failure returns
+}
+
+func (p *scriptedProber) Probe(ctx context.Context, node string, _ []netip.Addr) error {
+	p.mu.Lock()
+	down, extra := p.down[node], p.extra
+	p.mu.Unlock()
+	if !down {
+		return nil
+	}
+	<-ctx.Done()
+	time.Sleep(extra)
+	return errors.New("no answer")
+}
+
+func testHealth(p Prober, holdDown time.Duration) (*health, *Metrics, map[string][]bool) {
+	flips := map[string][]bool{}
+	var mu sync.Mutex
+	h := newHealth(p, 50*time.Millisecond, 100*time.Millisecond, holdDown, logrus.NewEntry(logrus.New()),
+		func(map[string]bool) map[string][]netip.Addr {
+			return map[string][]netip.Addr{"node1": {netip.MustParseAddr("10.244.0.2")}}
+		},
+		func(node string, reachable bool) {
+			mu.Lock()
+			flips[node] = append(flips[node], reachable)
+			mu.Unlock()
+		})
+	h.metrics = NewMetrics(prometheus.NewRegistry())
+	return h, h.metrics, flips
+}
+
+// TestLateProbeLeavesTheVerdict: a failed probe that returns long after its
+// deadline (the master starved of CPU) does not drain the host, and is
+// counted — up to maxLate in a row: the next one drains it, so a host that
+// dies while the master stays starved still fails over. A probe that fails
+// on time drains the host at once.
+func TestLateProbeLeavesTheVerdict(t *testing.T) {
+	p := &scriptedProber{down: map[string]bool{"node1": true}, extra: 200 * time.Millisecond}
+	h, m, flips := testHealth(p, 0)
+	for range maxLate {
+		h.round(context.Background())
+		if got := h.reachable(); len(got) != 0 {
+			t.Fatalf("a late failure drained the host: %v (flips %v)", got, flips)
+		}
+	}
+	var late dto.Metric
+	if err := m.probesLate.Write(&late); err != nil {
+		t.Fatal(err)
+	}
+	if got := late.GetCounter().GetValue(); got != maxLate {
+		t.Errorf("ovn_egress_health_probes_late_total = %v, want %d", got, maxLate)
+	}
+	h.round(context.Background())
+	if got := h.reachable(); got["node1"] != false || len(got) != 1 {
+		t.Errorf("late failure %d in a row did not drain the host: %v", maxLate+1, got)
+	}
+
+	p2 := &scriptedProber{down: map[string]bool{"node1": true}}
+	h2, _, flips2 := testHealth(p2, 0)
+	h2.round(context.Background())
+	if got := h2.reachable(); got["node1"] != false || len(got) != 1 {
+		t.Errorf("a failure on time did not drain the host: %v", got)
+	}
+	if len(flips2["node1"]) != 1 || flips2["node1"][0] {
+		t.Errorf("verdict changes %v, want one: unreachable", flips2["node1"])
+	}
+}
+
+// TestRecoveredNodeHeldDown: a node that answers again after being
+// unreachable is recovering for the hold-down, then steady.
+func TestRecoveredNodeHeldDown(t *testing.T) {
+	p := &scriptedProber{down: map[string]bool{"node1": true}}
+	h, _, _ := testHealth(p, 300*time.Millisecond)
+	h.round(context.Background())
+	if len(h.recovering()) != 0 {
+		t.Fatalf("an unreachable node counted as recovering: %v", h.recovering())
+	}
+	p.mu.Lock()
+	p.down["node1"] = false
+	p.mu.Unlock()
+	h.round(context.Background())
+	if !h.recovering()["node1"] {
+		t.Fatalf("node1 answered again but is not recovering: %v", h.recovering())
+	}
+	time.Sleep(350 * time.Millisecond)
+	h.round(context.Background())
+	if len(h.recovering()) != 0 {
+		t.Errorf("node1 still recovering after its hold-down: %v", h.recovering())
+	}
+	// A node that never was unreachable is never recovering.
+	h2, _, _ := testHealth(&scriptedProber{down: map[string]bool{}}, time.Hour)
+	h2.round(context.Background())
+	if len(h2.recovering()) != 0 {
+		t.Errorf("a steady node counted as recovering: %v", h2.recovering())
+	}
+}
+
+// countingProber counts probes by node; the nodes in slow never answer.
+type countingProber struct {
+	mu   sync.Mutex
+	n    map[string]int
+	slow map[string]bool
+}
+
+func (p *countingProber) Probe(ctx context.Context, node string, _ []netip.Addr) error {
+	p.mu.Lock()
+	p.n[node]++
+	slow := p.slow[node]
+	p.mu.Unlock()
+	if slow {
+		<-ctx.Done()
+		return errors.New("no answer")
+	}
+	return nil
+}
+
+// TestUnreachableNodeDoesNotSlowTheRounds: while a node's probes take the
+// whole timeout, the other hosts are still probed every interval.
+func TestUnreachableNodeDoesNotSlowTheRounds(t *testing.T) {
+	p := &countingProber{n: map[string]int{}, slow: map[string]bool{"node2": true}}
+	h := newHealth(p, 20*time.Millisecond, 400*time.Millisecond, 0, logrus.NewEntry(logrus.New()),
+		func(map[string]bool) map[string][]netip.Addr {
+			a := []netip.Addr{netip.MustParseAddr("10.244.0.2")}
+			return map[string][]netip.Addr{"node1": a, "node2": a}
+		}, func(string, bool) {})
+	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	defer cancel()
+	h.run(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// 800 ms at 20 ms: ~40 rounds; rounds that waited for node2 would be ~2.
+	if p.n["node1"] < 10 || p.n["node2"] > 3 {
+		t.Errorf("probes in 800 ms: node1 %d (want ≥ 10: its interval kept), node2 %d (want ≤ 3: one at a time)", p.n["node1"], p.n["node2"])
+	}
+}
