@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
@@ -218,20 +219,26 @@ func testFailover(t *testing.T, backend string, notReady bool) {
 
 func (c *cluster) setReady(node string, ready bool) {
 	c.t.Helper()
-	n, err := kube.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-	if err != nil {
-		c.t.Fatal(err)
-	}
 	status := corev1.ConditionTrue
 	if !ready {
 		status = corev1.ConditionFalse
 	}
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == corev1.NodeReady {
-			n.Status.Conditions[i].Status = status
+	// The master patches the Node's labels meanwhile: read, change and
+	// write again on a conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := kube.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	if _, err := kube.Client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == corev1.NodeReady {
+				n.Status.Conditions[i].Status = status
+			}
+		}
+		_, err = kube.Client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		c.t.Fatal(err)
 	}
 }
