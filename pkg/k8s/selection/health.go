@@ -22,11 +22,11 @@ import (
 // late (lateBy past its deadline: this process was not scheduled, as on a
 // CPU-starved machine) says nothing about the node and leaves its verdict
 // as it was — up to maxLate in a row, so that a host that dies while the
-// master stays starved is still drained. Hosts are never failed back; a node that answers again after
-// being unreachable is Recovering for holdDown — a candidate of last resort
-// — so a flapping node cannot draw services while a steady one can take
-// them. Worst case from a host's death to its services being moved is
-// interval + timeout plus one sync.
+// master stays starved is still drained. Hosts are never failed back; a
+// node that answers again after being unreachable is Recovering for
+// holdDown — a candidate of last resort — so a flapping node cannot draw
+// services while a steady one can take them. Worst case from a host's
+// death to its services being moved is interval + timeout plus one sync.
 type health struct {
 	prober   Prober
 	interval time.Duration

@@ -3,12 +3,14 @@ package local
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,12 +68,13 @@ type failoverRound struct {
 	from, to                           string
 	status, label, nb, snat, announced time.Duration
 	udp, tcp                           *time.Duration // filled when the flows are done
+	oldUDP                             *time.Duration // the flow open before the death answered again
 	attempts                           int            // UDP flows sent
 }
 
 func (r failoverRound) String() string {
-	return fmt.Sprintf("%s → %s: status.host %s, label %s, NB %s, SNAT %s, announced %s, first UDP flow answered (sent) %s, first TCP connection answered %s (%d UDP flows)",
-		r.from, r.to, ms(r.status), ms(r.label), ms(r.nb), ms(r.snat), ms(r.announced), ms(*r.udp), ms(*r.tcp), r.attempts)
+	return fmt.Sprintf("%s → %s: status.host %s, label %s, NB %s, SNAT %s, announced %s, first UDP flow answered (sent) %s, first TCP connection answered %s (%d UDP flows), the old UDP flow answered again %s",
+		r.from, r.to, ms(r.status), ms(r.label), ms(r.nb), ms(r.snat), ms(r.announced), ms(*r.udp), ms(*r.tcp), r.attempts, ms(*r.oldUDP))
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
@@ -119,6 +122,10 @@ func (c *cluster) failOnce(p *pod, lb netip.Addr, host string) failoverRound {
 	defer cancel()
 
 	var wg sync.WaitGroup
+	// An old flow: one UDP socket (one 5-tuple) of the pod, answered
+	// through the host before it dies, that keeps sending every 20 ms.
+	var died atomic.Int64 // the death, in Unix nanoseconds
+	r.oldUDP = c.oldUDPFlow(ctx, &wg, p, lb, &died)
 	// watch polls cond every 10 ms from the death until it holds.
 	watch := func(into *time.Duration, start time.Time, cond func() bool) {
 		wg.Add(1)
@@ -134,6 +141,7 @@ func (c *cluster) failOnce(p *pod, lb netip.Addr, host string) failoverRound {
 		}()
 	}
 	start := time.Now()
+	died.Store(start.UnixNano())
 	c.kill(host)
 	watch(&r.status, start, func() bool {
 		es, err := kube.Egress.K8sV1().EgressServices(c.ns).Get(ctx, "web", metav1.GetOptions{})
@@ -168,11 +176,76 @@ func (c *cluster) failOnce(p *pod, lb netip.Addr, host string) failoverRound {
 	r.udp = c.firstAnswered(ctx, &wg, &mu, p, lb, start, "udp", 20*time.Millisecond, &r.attempts)
 	r.tcp = c.firstAnswered(ctx, &wg, &mu, p, lb, start, "tcp", 50*time.Millisecond, nil)
 	wg.Wait()
-	if r.status == 0 || r.nb == 0 || r.snat == 0 || r.announced == 0 || *r.udp == 0 || *r.tcp == 0 {
+	if r.status == 0 || r.nb == 0 || r.snat == 0 || r.announced == 0 || *r.udp == 0 || *r.tcp == 0 || *r.oldUDP == 0 {
 		c.dumpLogs()
 		c.t.Fatalf("no failover %s → %s within 30 s: %s", host, other, r)
 	}
 	return r
+}
+
+// oldUDPFlow opens one UDP flow from p to the outside, waits until it is
+// answered with lb as source (through the host, before its death), then
+// keeps sending a datagram every 20 ms on it and returns where it will
+// store the time from the death (died, 0 before it) of the first answer
+// with lb after it. Answers within 50 ms of the death are replies the dead
+// host had sent already (the round trip is a few ms) and do not count.
+func (c *cluster) oldUDPFlow(ctx context.Context, wg *sync.WaitGroup, p *pod, lb netip.Addr, died *atomic.Int64) *time.Duration {
+	c.t.Helper()
+	var conn *net.UDPConn
+	ext := net.UDPAddrFromAddrPort(netip.AddrPortFrom(c.dp.ExtIPs()[0], echoPort))
+	if err := p.ns.Do(func() (err error) { conn, err = net.DialUDP("udp", nil, ext); return err }); err != nil {
+		c.t.Fatalf("old UDP flow: %v", err)
+	}
+	answered := func(wait time.Duration) (netip.Addr, bool) {
+		buf := make([]byte, 128)
+		_ = conn.SetReadDeadline(time.Now().Add(wait))
+		n, err := conn.Read(buf)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		ap, err := netip.ParseAddrPort(strings.TrimSpace(strings.TrimPrefix(string(buf[:n]), "seen=")))
+		return ap.Addr().Unmap(), err == nil
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, _ = conn.Write([]byte("x"))
+		if src, ok := answered(100 * time.Millisecond); ok && src == lb {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the old UDP flow was not answered with %s before the death", lb)
+		}
+	}
+	first := new(time.Duration)
+	done := make(chan struct{})
+	wg.Add(2)
+	go func() { // sender
+		defer wg.Done()
+		for {
+			_, _ = conn.Write([]byte("x"))
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	go func() { // receiver
+		defer wg.Done()
+		defer conn.Close()
+		defer close(done)
+		for ctx.Err() == nil {
+			src, ok := answered(50 * time.Millisecond)
+			if at := died.Load(); ok && src == lb && at != 0 {
+				if d := time.Since(time.Unix(0, at)); d > 50*time.Millisecond {
+					*first = d
+					return
+				}
+			}
+		}
+	}()
+	return first
 }
 
 // firstAnswered starts a new proto flow from p every interval until one is
@@ -239,6 +312,7 @@ func summarize(rs []failoverRound) string {
 		{"death → first new UDP flow answered (its send)", func(r failoverRound) time.Duration { return *r.udp }},
 		{"death → first new TCP connection answered", func(r failoverRound) time.Duration { return *r.tcp }},
 		{"announcement → first UDP flow answered", func(r failoverRound) time.Duration { return *r.udp - r.announced }},
+		{"death → the old UDP flow answered again", func(r failoverRound) time.Duration { return *r.oldUDP }},
 	}
 	var b strings.Builder
 	for _, p := range parts {
