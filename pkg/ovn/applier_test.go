@@ -463,17 +463,7 @@ func TestRAFTClusterLeaderFailover(t *testing.T) {
 	cl.Kill(leader)
 	in = raftInput(topo, "10.244.1.5@node1", "10.244.3.5@node3")
 	start := time.Now()
-	for {
-		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err := a.Apply(actx, in.AllKeys(), translate.Translate(in))
-		acancel()
-		if err == nil {
-			break
-		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("no write after the leader died: %v", err)
-		}
-	}
+	applyUntil(ctx, t, a, in, "after the leader died")
 	t.Logf("converged through the new leader %s after killing member %d", time.Since(start).Round(time.Millisecond), leader)
 	if got := cl.NBCtl(t, "get", "Address_Set", translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4"), "addresses"); got != `["10.244.1.5", "10.244.3.5"]` {
 		t.Errorf("after failover: %s", got)
@@ -519,23 +509,31 @@ func TestRAFTClusterLeaderHung(t *testing.T) {
 	t.Logf("a write while member %d hangs: %v", leader, err)
 	cl.Thaw(leader)
 	start := time.Now()
-	for {
-		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err := a.Apply(actx, in.AllKeys(), translate.Translate(in))
-		acancel()
-		if err == nil {
-			break
-		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("no write after the hung leader answered again: %v", err)
-		}
-	}
+	applyUntil(ctx, t, a, in, "after the hung leader answered again")
 	t.Logf("written %s after the hung member answered again", time.Since(start).Round(time.Millisecond))
 	if got := cl.NBCtl(t, "get", "Address_Set", translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4"), "addresses"); got != `["10.244.1.5", "10.244.3.5"]` {
 		t.Errorf("after the hang: %s", got)
 	}
 	if got := cl.NBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/owner-controller=ovn-egress"); len(strings.Fields(got)) != 3 {
 		t.Errorf("policies after the hang (want the reroute and the two allows): %q", got)
+	}
+}
+
+// applyUntil applies in, each attempt within 3 s, until one succeeds; it
+// fails t after 30 s.
+func applyUntil(ctx context.Context, t *testing.T, a *ovn.Applier, in translate.Input, when string) {
+	t.Helper()
+	start := time.Now()
+	for {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := a.Apply(actx, in.AllKeys(), translate.Translate(in))
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("no write %s: %v", when, err)
+		}
 	}
 }
 
