@@ -449,19 +449,10 @@ func TestRAFTClusterLeaderFailover(t *testing.T) {
 	cl.NBCtl(t, topo.NBCtlCommands()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := ovn.NewNBClient(ctx, ovn.ClientConfig{Addresses: cl.Addresses()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	in := raftInput(topo, "10.244.1.5@node1")
-	a := ovn.NewApplier(c, 0)
-	if _, err := a.Apply(ctx, in.AllKeys(), translate.Translate(in)); err != nil {
-		t.Fatal(err)
-	}
+	a := raftApplier(ctx, t, topo, ovn.ClientConfig{Addresses: cl.Addresses()})
 	leader := cl.Leader()
 	cl.Kill(leader)
-	in = raftInput(topo, "10.244.1.5@node1", "10.244.3.5@node3")
+	in := raftInput(topo, "10.244.1.5@node1", "10.244.3.5@node3")
 	start := time.Now()
 	applyUntil(ctx, t, a, in, "after the leader died")
 	t.Logf("converged through the new leader %s after killing member %d", time.Since(start).Round(time.Millisecond), leader)
@@ -491,20 +482,11 @@ func TestRAFTClusterLeaderHung(t *testing.T) {
 	leader := cl.Leader()
 	// Connect to the leader first, so that the hang is the client's.
 	addrs := append([]string{cl.Addresses()[leader]}, slices.Delete(slices.Clone(cl.Addresses()), leader, leader+1)...)
-	c, err := ovn.NewNBClient(ctx, ovn.ClientConfig{Addresses: addrs, InactivityProbe: time.Second}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	in := raftInput(topo, "10.244.1.5@node1")
-	a := ovn.NewApplier(c, 0)
-	if _, err := a.Apply(ctx, in.AllKeys(), translate.Translate(in)); err != nil {
-		t.Fatal(err)
-	}
+	a := raftApplier(ctx, t, topo, ovn.ClientConfig{Addresses: addrs, InactivityProbe: time.Second})
 	cl.Freeze(leader)
-	in = raftInput(topo, "10.244.1.5@node1", "10.244.3.5@node3")
+	in := raftInput(topo, "10.244.1.5@node1", "10.244.3.5@node3")
 	hctx, hcancel := context.WithTimeout(ctx, 4*time.Second)
-	_, err = a.Apply(hctx, in.AllKeys(), translate.Translate(in))
+	_, err := a.Apply(hctx, in.AllKeys(), translate.Translate(in))
 	hcancel()
 	t.Logf("a write while member %d hangs: %v", leader, err)
 	cl.Thaw(leader)
@@ -517,6 +499,23 @@ func TestRAFTClusterLeaderHung(t *testing.T) {
 	if got := cl.NBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/owner-controller=ovn-egress"); len(strings.Fields(got)) != 3 {
 		t.Errorf("policies after the hang (want the reroute and the two allows): %q", got)
 	}
+}
+
+// raftApplier connects to the NB with cfg (closed when t ends) and writes
+// the RAFT tests' service with one endpoint through its applier.
+func raftApplier(ctx context.Context, t *testing.T, topo testenv.Topology, cfg ovn.ClientConfig) *ovn.Applier {
+	t.Helper()
+	c, err := ovn.NewNBClient(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	in := raftInput(topo, "10.244.1.5@node1")
+	a := ovn.NewApplier(c, 0)
+	if _, err := a.Apply(ctx, in.AllKeys(), translate.Translate(in)); err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // applyUntil applies in, each attempt within 3 s, until one succeeds; it
