@@ -22,6 +22,7 @@ func nodeCommand() *cli.Command {
 		reportNamespaceFlag(catNode),
 		&cli.IntFlag{Name: "rule-priority", Value: d.RulePriority, Usage: "ip rule priority the agent owns in both families (every rule there is its own)", Category: catNode},
 		&cli.DurationFlag{Name: "withdraw-grace", Value: d.WithdrawGrace, Usage: "wait after withdrawing a service from the readiness report before removing its SNAT and rules", Category: catNode},
+		&cli.DurationFlag{Name: "withdrawn-hold", Value: d.WithdrawnHold, Usage: "after removing an endpoint's SNAT, drop its packets that would still leave the node unSNATed for this long (a reroute the master has not taken out yet; at least 1s)", Category: catNode},
 		&cli.DurationFlag{Name: "resync-interval", Value: d.ResyncInterval, Usage: "re-apply the node plan this often (0 disables)", Category: catNode},
 		&cli.BoolFlag{Name: "health-listen", Usage: "accept TCP connections on the node's management IPs at --health-check-port (for the master's connect probe)", Category: catNode},
 		&cli.IntFlag{Name: "health-check-port", Value: d.HealthCheckPort, Usage: "port of the health listener", Category: catNode},
@@ -111,6 +112,7 @@ func nodeConfig(c *cli.Context) (node.Config, error) {
 	cfg.ReportNamespace = c.String("report-namespace")
 	cfg.RulePriority = c.Int("rule-priority")
 	cfg.WithdrawGrace = c.Duration("withdraw-grace")
+	cfg.WithdrawnHold = c.Duration("withdrawn-hold")
 	cfg.ResyncInterval = c.Duration("resync-interval")
 	cfg.HealthListen = c.Bool("health-listen")
 	cfg.HealthCheckPort = c.Int("health-check-port")

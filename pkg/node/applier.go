@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"sigs.k8s.io/knftables"
@@ -27,15 +28,20 @@ type ApplierConfig struct {
 	// node that does not forward from forwarding anything else
 	// (forwarding.go).
 	EnableForwarding bool
+	// WithdrawnHold is how long an endpoint whose SNAT was removed stays in
+	// the withdrawn sets (its unSNATed packets dropped); every removal
+	// restarts it.
+	WithdrawnHold time.Duration
 }
 
 // ifNameChars are the characters accepted in --mgmt-port (it becomes part
 // of an nft rule).
 const ifNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@:"
 
-// DefaultApplierConfig: priority 5000, ovn-k8s-mp0, forwarding on.
+// DefaultApplierConfig: priority 5000, ovn-k8s-mp0, forwarding on, a
+// withdrawn endpoint guarded for WithdrawnHold.
 func DefaultApplierConfig() ApplierConfig {
-	return ApplierConfig{RulePriority: translate.DefaultRulePriority, MgmtPort: "ovn-k8s-mp0", EnableForwarding: true}
+	return ApplierConfig{RulePriority: translate.DefaultRulePriority, MgmtPort: "ovn-k8s-mp0", EnableForwarding: true, WithdrawnHold: WithdrawnHold}
 }
 
 // Validate checks the configuration.
@@ -45,6 +51,9 @@ func (c ApplierConfig) Validate() error {
 	}
 	if len(c.MgmtPort) > 15 || strings.TrimLeft(c.MgmtPort, ifNameChars) != "" {
 		return fmt.Errorf("management port %q: want an interface name (at most 15 of %s)", c.MgmtPort, ifNameChars)
+	}
+	if c.WithdrawnHold < time.Second {
+		return fmt.Errorf("withdrawn hold %v: want at least 1s (a withdrawn endpoint's packets are dropped that long)", c.WithdrawnHold)
 	}
 	return nil
 }
@@ -135,7 +144,7 @@ func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts Appl
 
 	// Add phase: nft first (one atomic transaction, the forward guard in
 	// it), then IPv6 forwarding behind the guard, then rules.
-	p := planNFT(a.nft, nft, want, a.cfg.MgmtPort, fwd.v6Guard)
+	p := planNFT(a.nft, nft, want, a.cfg, fwd.v6Guard)
 	if p.structure || len(p.upserted) > 0 {
 		if err := a.nft.Run(ctx, p.adds); err != nil {
 			return res, fmt.Errorf("nft add transaction: %w", err)

@@ -25,6 +25,11 @@ type Config struct {
 	// rules behind it, so the master takes the endpoints out of the
 	// reroute first.
 	WithdrawGrace time.Duration
+	// WithdrawnHold is how long, after the agent removed an endpoint's SNAT,
+	// the leak guard still drops that endpoint's unSNATed packets (a
+	// reroute the master could not take out yet, as in an NB outage, would
+	// otherwise take them out with the pod address).
+	WithdrawnHold time.Duration
 	// ResyncInterval re-applies the plan periodically (repairing drift made
 	// behind the agent's back); 0 disables it.
 	ResyncInterval time.Duration
@@ -59,6 +64,7 @@ func DefaultConfig() Config {
 		ReportNamespace:  "ovn-egress",
 		RulePriority:     translate.DefaultRulePriority,
 		WithdrawGrace:    2 * time.Second,
+		WithdrawnHold:    WithdrawnHold,
 		ResyncInterval:   time.Minute,
 		HealthCheckPort:  9,
 		RTTables:         "/etc/iproute2/rt_tables",
@@ -104,7 +110,7 @@ func (c Config) Validate() error {
 }
 
 func (c Config) applierConfig() ApplierConfig {
-	return ApplierConfig{RulePriority: c.RulePriority, MgmtPort: c.MgmtPort, EnableForwarding: c.EnableForwarding}
+	return ApplierConfig{RulePriority: c.RulePriority, MgmtPort: c.MgmtPort, EnableForwarding: c.EnableForwarding, WithdrawnHold: c.WithdrawnHold}
 }
 
 func (c Config) planConfig() translate.NodePlanConfig {

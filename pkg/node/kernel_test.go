@@ -34,6 +34,11 @@ type kernelAgent struct {
 
 func newKernelAgent(t *testing.T, tns *testenv.NetNS) *kernelAgent {
 	t.Helper()
+	return newKernelAgentWith(t, tns, DefaultApplierConfig())
+}
+
+func newKernelAgentWith(t *testing.T, tns *testenv.NetNS, cfg ApplierConfig) *kernelAgent {
+	t.Helper()
 	ns, err := OpenNamespace(tns.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +55,7 @@ func newKernelAgent(t *testing.T, tns *testenv.NetNS) *kernelAgent {
 	}); err != nil {
 		t.Fatalf("knftables: %v", err)
 	}
-	a, err := NewApplier(DefaultApplierConfig(), nl, nft, NewProcSysctl(), testLog())
+	a, err := NewApplier(cfg, nl, nft, NewProcSysctl(), testLog())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,40 +21,16 @@ import (
 // test shows it leaking once the guard chain is emptied by hand, and
 // dropped again once the agent has repaired its chain.
 func TestNodeKernelLeakGuard(t *testing.T) {
-	pod := testenv.NewNetNS(t, "oe-lg-pod")
-	nodeNS := testenv.NewNetNS(t, "oe-lg-node")
-	ext := testenv.NewNetNS(t, "oe-lg-ext")
-	testenv.Veth(t, pod, "eth0", nodeNS, "ovn-k8s-mp0")
-	testenv.Veth(t, nodeNS, "eth0", ext, "eth0")
-	pod.Addr(t, "eth0", "10.128.1.5/24")
-	pod.MustRun(t, "ip", "route", "add", "default", "via", "10.128.1.1")
-	nodeNS.Addr(t, "ovn-k8s-mp0", "10.128.1.1/24")
-	nodeNS.Addr(t, "eth0", "172.18.0.12/16")
-	nodeNS.Addr(t, "eth0", "172.18.0.100/32")
-	ext.Addr(t, "eth0", "172.18.0.1/16")
+	pod, nodeNS, ext := leakGuardTopology(t, "oe-lg")
 	k := newKernelAgent(t, nodeNS)
 	want := translate.NodeState{SNAT: []translate.SNATElement{elem("10.128.1.5", "172.18.0.100", "ns/svc")}, NoSNAT: noSNATSubnets}
 	k.apply(t, want, ApplyOptions{})
 	nodeNS.Sysctl(t, "net/netfilter/nf_conntrack_tcp_loose", "0")
 
 	pod4, ext4 := netip.MustParseAddr("10.128.1.5"), netip.MustParseAddr("172.18.0.1")
-	leakedAs := func(dport uint16, flags byte) bool {
-		t.Helper()
-		seen := make(chan bool, 1)
-		go func() { seen <- sniffTCPFrom(t, ext, pod4, dport, 700*time.Millisecond) }()
-		time.Sleep(100 * time.Millisecond)
-		sendTCP(t, pod, pod4, ext4, dport, flags)
-		return <-seen
-	}
+	leakedAs := func(dport uint16, flags byte) bool { return leavesAs(t, pod, ext, pod4, ext4, dport, flags) }
 	leaked := func(dport uint16) bool { return leakedAs(dport, 0x10) } // a lone ACK
-	drops := func() GuardDrops {
-		t.Helper()
-		var n GuardDrops
-		if err := k.ns.Do(func() (err error) { n, err = k.a.GuardDrops(context.Background()); return err }); err != nil {
-			t.Fatalf("read the leak guard's counter: %v", err)
-		}
-		return n
-	}
+	drops := func() GuardDrops { return k.guardDrops(t) }
 	if n := drops(); n != (GuardDrops{}) {
 		t.Fatalf("leak guard counters %+v before any packet", n)
 	}
@@ -116,6 +92,91 @@ func TestNodeKernelLeakGuard(t *testing.T) {
 	if !<-seen {
 		t.Errorf("a served-again endpoint's SYN did not leave with the LB IP")
 	}
+}
+
+// leakGuardTopology is a pod (10.128.1.5) behind a node's management port
+// and the outside (172.18.0.1) on the node's eth0, which also holds the
+// LB IP 172.18.0.100.
+func leakGuardTopology(t *testing.T, prefix string) (pod, nodeNS, ext *testenv.NetNS) {
+	t.Helper()
+	pod = testenv.NewNetNS(t, prefix+"-pod")
+	nodeNS = testenv.NewNetNS(t, prefix+"-node")
+	ext = testenv.NewNetNS(t, prefix+"-ext")
+	testenv.Veth(t, pod, "eth0", nodeNS, "ovn-k8s-mp0")
+	testenv.Veth(t, nodeNS, "eth0", ext, "eth0")
+	pod.Addr(t, "eth0", "10.128.1.5/24")
+	pod.MustRun(t, "ip", "route", "add", "default", "via", "10.128.1.1")
+	nodeNS.Addr(t, "ovn-k8s-mp0", "10.128.1.1/24")
+	nodeNS.Addr(t, "eth0", "172.18.0.12/16")
+	nodeNS.Addr(t, "eth0", "172.18.0.100/32")
+	ext.Addr(t, "eth0", "172.18.0.1/16")
+	return pod, nodeNS, ext
+}
+
+// TestWithdrawnAgainIsGuardedAFullHold is the regression test of the leak
+// the 20-minute chaos run found (docs/reliability.md, seed
+// 1796194329050564702): pods' SYNs left their former host with the pod
+// address while a stale reroute still brought them there. Each endpoint
+// had been withdrawn from that host before, less than a hold earlier; the
+// second withdrawal's add of an element already in the withdrawn set kept
+// the first one's expiry, so the guard let the packets out a hold after the
+// FIRST withdrawal. Here with a 5 s hold: withdrawn, served again,
+// withdrawn again 2 s later; past the first withdrawal's hold the
+// endpoint's unSNATed SYN is still dropped, and only past the second's it
+// leaves (the guard's documented limit, which also shows the probe can see
+// a leak).
+func TestWithdrawnAgainIsGuardedAFullHold(t *testing.T) {
+	pod, nodeNS, ext := leakGuardTopology(t, "oe-lgw")
+	cfg := DefaultApplierConfig()
+	cfg.WithdrawnHold = 5 * time.Second
+	k := newKernelAgentWith(t, nodeNS, cfg)
+	served := translate.NodeState{SNAT: []translate.SNATElement{elem("10.128.1.5", "172.18.0.100", "ns/svc")}, NoSNAT: noSNATSubnets}
+	gone := translate.NodeState{NoSNAT: noSNATSubnets}
+	pod4, ext4 := netip.MustParseAddr("10.128.1.5"), netip.MustParseAddr("172.18.0.1")
+	leaked := func(dport uint16) bool { return leavesAs(t, pod, ext, pod4, ext4, dport, 0x02) } // a SYN
+
+	k.apply(t, served, ApplyOptions{})
+	k.apply(t, gone, ApplyOptions{})
+	first := time.Now()
+	time.Sleep(2 * time.Second)
+	k.apply(t, served, ApplyOptions{})
+	k.apply(t, gone, ApplyOptions{})
+	second := time.Now()
+	t.Logf("withdrawn set after the second withdrawal:\n%s", nodeNS.MustRun(t, "nft", "list", "set", "inet", TableName, withdrawnSet("v4")))
+
+	time.Sleep(time.Until(first.Add(cfg.WithdrawnHold + 400*time.Millisecond)))
+	if leaked(7101) {
+		t.Fatalf("past the first withdrawal's hold (%v ago) but within the second's (%v ago), the endpoint's SYN left with the pod address",
+			time.Since(first).Round(time.Millisecond), time.Since(second).Round(time.Millisecond))
+	}
+	if n := k.guardDrops(t); n.Withdrawn != 1 {
+		t.Errorf("leak guard counters %+v, want 1 withdrawn drop", n)
+	}
+	time.Sleep(time.Until(second.Add(cfg.WithdrawnHold + 400*time.Millisecond)))
+	if !leaked(7102) {
+		t.Errorf("past the second withdrawal's hold the SYN did not leave: the probe cannot see a leak, the test proves nothing")
+	}
+}
+
+// leavesAs sends one TCP segment with flags from pod (src → dst:dport) and
+// reports whether ext sees it arrive with source src.
+func leavesAs(t *testing.T, pod, ext *testenv.NetNS, src, dst netip.Addr, dport uint16, flags byte) bool {
+	t.Helper()
+	seen := make(chan bool, 1)
+	go func() { seen <- sniffTCPFrom(t, ext, src, dport, 700*time.Millisecond) }()
+	time.Sleep(100 * time.Millisecond)
+	sendTCP(t, pod, src, dst, dport, flags)
+	return <-seen
+}
+
+// guardDrops reads the leak guard's counters in the agent's namespace.
+func (k *kernelAgent) guardDrops(t *testing.T) GuardDrops {
+	t.Helper()
+	var n GuardDrops
+	if err := k.ns.Do(func() (err error) { n, err = k.a.GuardDrops(context.Background()); return err }); err != nil {
+		t.Fatalf("read the leak guard's counters: %v", err)
+	}
+	return n
 }
 
 // sendLoneACK sends one TCP ACK (no connection behind it) from ns through a

@@ -286,8 +286,9 @@ type nftPlan struct {
 	structure bool
 }
 
-func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, mgmtPort string, forwardGuard bool) nftPlan {
+func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, cfg ApplierConfig, forwardGuard bool) nftPlan {
 	p := nftPlan{adds: nft.NewTransaction(), deletes: nft.NewTransaction()}
+	mgmtPort := cfg.MgmtPort
 	snatRules, guardRules := chainRules(mgmtPort, want.NoSNAT, want.NodeIPs)
 	type chain struct {
 		name     string
@@ -307,7 +308,7 @@ func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, m
 		p.adds.Add(&knftables.Map{Name: snatMap(f), Type: nftAddrType(f) + " : " + nftAddrType(f),
 			Comment: knftables.PtrTo("endpoint -> SNAT address; element comments name the EgressService")})
 	}
-	hold := WithdrawnHold
+	hold := cfg.WithdrawnHold
 	for _, f := range ipfamily.All {
 		p.adds.Add(&knftables.Set{Name: withdrawnSet(f), Type: nftAddrType(f), Timeout: &hold,
 			Comment: knftables.PtrTo("endpoints whose SNAT was removed lately: their unSNATed packets are dropped")})
@@ -351,11 +352,26 @@ func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, m
 		if !wanted[ep] {
 			// In the same transaction: never neither SNATed nor guarded.
 			p.deletes.Delete(nftElement(e))
-			p.deletes.Add(&knftables.Element{Set: withdrawnSet(e.Family), Key: []string{ep.String()}})
+			guardWithdrawnEndpoint(p.deletes, e.Family, ep)
 			p.removed = append(p.removed, e)
 		}
 	}
 	return p
+}
+
+// guardWithdrawnEndpoint puts ep into its family's withdrawn set for a
+// full hold from now. Adding an element that is already there keeps its
+// old expiry (the kernel does not refresh it): an endpoint withdrawn again
+// within the hold of an earlier withdrawal would lose its guard when the
+// earlier one expires — the leak the 20-minute chaos run found. Add (a
+// no-op if present), delete, add again: one transaction, so the element
+// is never missing, and it always expires a full hold after this
+// withdrawal.
+func guardWithdrawnEndpoint(tx *knftables.Transaction, f ipfamily.Family, ep netip.Addr) {
+	el := func() *knftables.Element { return &knftables.Element{Set: withdrawnSet(f), Key: []string{ep.String()}} }
+	tx.Add(el())
+	tx.Delete(el())
+	tx.Add(el())
 }
 
 // GuardDrops are the leak guard's drop counters.
