@@ -13,6 +13,11 @@ DEMO_ARGS ?=
 # The packages whose tests run OVN (NB/SB/northd, RAFT, the dataplane):
 # test-ovn25 runs them on OVN 25.03.
 OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/ ./test/scale/
+# test/scale's 10,000 Services cost the API server ~4 minutes to create on
+# 2 cores (its ClusterIP allocator counts every IPAddress at each allocation:
+# quadratic, docs/performance.md), whatever the OVN version: `make test`
+# runs the full size, test-ovn25 the same path at 2,000.
+OVN25_SCALE_SERVICES ?= 2000
 
 .PHONY: all build test test-ovn25 ovn25 unit testbin generate verify lint demo e2e chaos false-failover bench clean help
 
@@ -34,7 +39,7 @@ ovn25: ## prepare OVN 25.03 (Debian 13's packages) in a root outside the repo, o
 	./hack/ovn-root.sh
 
 test-ovn25: testbin build ovn25 ## every OVN-facing suite and the local e2e on OVN 25.03 (OVN_VERSION=25.03)
-	OVN_VERSION=25.03 go test $(GO_TEST_FLAGS) -count=1 -timeout 20m $(OVN_TEST_PKGS)
+	OVN_VERSION=25.03 OVN_EGRESS_SCALE_SERVICES=$(OVN25_SCALE_SERVICES) go test $(GO_TEST_FLAGS) -count=1 -timeout 20m $(OVN_TEST_PKGS)
 
 e2e: testbin ## the local end-to-end suite: real packets through OVN, the product as real processes
 	go test -count=1 -timeout 20m -v ./test/e2e/local/
