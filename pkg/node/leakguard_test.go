@@ -85,11 +85,7 @@ func TestNodeKernelLeakGuard(t *testing.T) {
 	}
 	// Served again (here or, SNATed, anywhere): the set does not get in the way.
 	k.apply(t, want, ApplyOptions{})
-	seen := make(chan bool, 1)
-	go func() { seen <- sniffTCPFrom(t, ext, netip.MustParseAddr("172.18.0.100"), 7006, 700*time.Millisecond) }()
-	time.Sleep(100 * time.Millisecond)
-	sendTCP(t, pod, pod4, ext4, 7006, 0x02)
-	if !<-seen {
+	if !arrivesAs(t, pod, ext, pod4, ext4, netip.MustParseAddr("172.18.0.100"), 7006, 0x02) {
 		t.Errorf("a served-again endpoint's SYN did not leave with the LB IP")
 	}
 }
@@ -159,11 +155,18 @@ func TestWithdrawnAgainIsGuardedAFullHold(t *testing.T) {
 }
 
 // leavesAs sends one TCP segment with flags from pod (src → dst:dport) and
-// reports whether ext sees it arrive with source src.
+// reports whether ext sees it arrive with the pod's source src.
 func leavesAs(t *testing.T, pod, ext *testenv.NetNS, src, dst netip.Addr, dport uint16, flags byte) bool {
 	t.Helper()
+	return arrivesAs(t, pod, ext, src, dst, src, dport, flags)
+}
+
+// arrivesAs sends one TCP segment with flags from pod (src → dst:dport) and
+// reports whether ext sees it arrive with source seenAs.
+func arrivesAs(t *testing.T, pod, ext *testenv.NetNS, src, dst, seenAs netip.Addr, dport uint16, flags byte) bool {
+	t.Helper()
 	seen := make(chan bool, 1)
-	go func() { seen <- sniffTCPFrom(t, ext, src, dport, 700*time.Millisecond) }()
+	go func() { seen <- sniffTCPFrom(t, ext, seenAs, dport, 700*time.Millisecond) }()
 	time.Sleep(100 * time.Millisecond)
 	sendTCP(t, pod, src, dst, dport, flags)
 	return <-seen

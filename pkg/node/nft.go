@@ -288,8 +288,7 @@ type nftPlan struct {
 
 func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, cfg ApplierConfig, forwardGuard bool) nftPlan {
 	p := nftPlan{adds: nft.NewTransaction(), deletes: nft.NewTransaction()}
-	mgmtPort := cfg.MgmtPort
-	snatRules, guardRules := chainRules(mgmtPort, want.NoSNAT, want.NodeIPs)
+	snatRules, guardRules := chainRules(cfg.MgmtPort, want.NoSNAT, want.NodeIPs)
 	type chain struct {
 		name     string
 		typ      knftables.BaseChainType
@@ -300,7 +299,7 @@ func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, c
 	chains := []chain{{snatChain, knftables.NATType, knftables.PostroutingHook, snatPriority, snatRules},
 		{guardChain, knftables.FilterType, knftables.PostroutingHook, guardPriority, guardRules}}
 	if forwardGuard {
-		chains = append(chains, chain{forwardChain, knftables.FilterType, knftables.ForwardHook, knftables.FilterPriority, forwardRules(mgmtPort)})
+		chains = append(chains, chain{forwardChain, knftables.FilterType, knftables.ForwardHook, knftables.FilterPriority, forwardRules(cfg.MgmtPort)})
 	}
 
 	p.adds.Add(&knftables.Table{Comment: knftables.PtrTo(tableComment)})
