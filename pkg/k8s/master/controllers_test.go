@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
@@ -97,14 +98,19 @@ func TestLostLeaseEndsTheProcess(t *testing.T) {
 		l, err := leases.Get(ctx, "lost-lease", metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == cfg.LeaderElection.Identity
 	})
-	// Another replica takes the Lease (as after a network partition).
-	l, err := leases.Get(ctx, "lost-lease", metav1.GetOptions{})
+	// Another replica takes the Lease (as after a network partition). The
+	// holder renews it meanwhile: a conflict re-reads it and tries again.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(ctx, "lost-lease", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		other, now := "someone-else", metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime = &other, &now, &now
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	other, now := "someone-else", metav1.NewMicroTime(time.Now())
-	l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime = &other, &now, &now
-	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	select {

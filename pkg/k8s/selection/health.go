@@ -16,8 +16,9 @@ import (
 // and every node found unreachable (until it answers again), all in
 // parallel, each within the timeout.
 //
-// Debounce: a node is unreachable after ONE failed probe — a probe already
-// retries within its timeout, so a single lost SYN does not fail it — and
+// Debounce: a node is unreachable after ONE failed probe — a probe starts
+// a new connect every 100 ms within its timeout, so lost SYNs do not fail
+// it, only a node silent for the whole timeout does — and
 // reachable again after one successful probe. A failed probe that returned
 // late (lateBy past its deadline: this process was not scheduled, as on a
 // CPU-starved machine) says nothing about the node and leaves its verdict

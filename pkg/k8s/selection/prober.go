@@ -32,10 +32,11 @@ var ErrLocal = errors.New("probe failed locally")
 // the prober's own machine leave the verdict unchanged (ErrLocal).
 // Mode connect: only an accepted connection counts.
 //
-// Within the deadline a failed attempt is retried (the first attempt gets
-// 70% of the time, so one lost SYN does not fail the probe; fast failures
-// are retried every 100 ms): a probe fails only if the whole deadline
-// passed without an answer that counts.
+// Within the deadline a new connect attempt starts every attemptEvery
+// while the earlier ones are still waiting (the kernel retransmits a lost
+// SYN only after a second, longer than the whole probe): a lost SYN or
+// SYN-ACK costs one attemptEvery, not the probe. A probe fails only if the
+// whole deadline passed without an answer that counts to any attempt.
 type TCPProber struct {
 	Port int
 	Mode string
@@ -80,48 +81,73 @@ func (p *TCPProber) dial(ctx context.Context, address string) (net.Conn, error) 
 	return d.DialContext(ctx, "tcp", address)
 }
 
-// probeAddr tries addr until an answer counts or ctx's deadline passes.
+// attemptEvery is the time between two connect attempts of one probe.
+const attemptEvery = 100 * time.Millisecond
+
+// probeAddr starts a connect attempt to addr every attemptEvery until one
+// gets an answer that counts or ctx's deadline passes; each attempt may
+// wait until the deadline.
 func (p *TCPProber) probeAddr(ctx context.Context, addr netip.Addr) error {
 	target := netip.AddrPortFrom(addr, uint16(p.Port)).String()
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(time.Second)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Second)
+		defer cancel()
 	}
-	var last error
-	for attempt := 0; ; attempt++ {
-		remaining := time.Until(deadline)
-		if remaining <= 0 || ctx.Err() != nil {
-			if last == nil {
-				last = context.DeadlineExceeded
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the attempts still waiting
+	results := make(chan error, 1)
+	attempt := func() {
+		go func() {
+			conn, err := p.dial(ctx, target)
+			if err == nil {
+				conn.Close()
+			} else if p.Mode != ModeConnect && answered(err) {
+				err = nil
 			}
-			return fmt.Errorf("%s: %w", target, last)
-		}
-		budget := remaining
-		if attempt == 0 {
-			budget = remaining * 7 / 10
-		}
-		actx, cancel := context.WithTimeout(ctx, budget)
-		start := time.Now()
-		conn, err := p.dial(actx, target)
-		cancel()
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		if p.Mode != ModeConnect && answered(err) {
-			return nil
-		}
-		last = err
-		if isLocal(err) {
-			last = fmt.Errorf("%w: %w", ErrLocal, err)
-		}
-		if wait := 100*time.Millisecond - time.Since(start); wait > 0 {
 			select {
+			case results <- err:
 			case <-ctx.Done():
-			case <-time.After(min(wait, time.Until(deadline))):
 			}
+		}()
+	}
+	next := time.NewTicker(attemptEvery)
+	defer next.Stop()
+	var last error
+	attempt()
+	for {
+		select {
+		case err := <-results:
+			if err == nil {
+				return nil
+			}
+			if last == nil || !timedOut(err) {
+				last = err // an attempt cut at the deadline says less than a refusal
+			}
+		case <-next.C:
+			attempt()
+		case <-ctx.Done():
+			return probeError(target, last)
 		}
 	}
+}
+
+// timedOut reports an attempt that ended without an answer.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// probeError is a failed probe's error: the last attempt's, marked
+// ErrLocal when the prober's own machine refused it.
+func probeError(target string, last error) error {
+	if last == nil {
+		last = context.DeadlineExceeded
+	}
+	if isLocal(last) {
+		last = fmt.Errorf("%w: %w", ErrLocal, last)
+	}
+	return fmt.Errorf("%s: %w", target, last)
 }
 
 // answered reports whether a failed connect still heard from the host: a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -129,6 +130,41 @@ func TestTCPProberInNetNS(t *testing.T) {
 				}
 				if want && took > 100*time.Millisecond {
 					t.Errorf("a reachable probe took %v", took)
+				}
+			})
+		}
+	}
+}
+
+// TestTCPProberOutlivesLostSYNs: a probe whose first SYNs are lost (as on
+// a loaded datapath) still finds the node reachable within its 500 ms —
+// the kernel would retransmit them only after a second — and a probe
+// whose every SYN is lost does not.
+func TestTCPProberOutlivesLostSYNs(t *testing.T) {
+	const port, timeout = 9, 500 * time.Millisecond
+	ns := testenv.NewNetNS(t, "oe-probe")
+	ns.Addr(t, "lo", "10.244.6.2/32")
+	listenIn(t, ns, fmt.Sprintf("10.244.6.2:%d", port))
+	ns.MustRun(t, "nft", "add", "table", "inet", "probe")
+	ns.MustRun(t, "nft", "add", "chain", "inet", "probe", "in", "{ type filter hook input priority 0 ; }")
+	for _, tc := range []struct {
+		lost      int // SYNs dropped before the rest pass
+		reachable bool
+	}{{0, true}, {1, true}, {3, true}, {100, false}} {
+		for _, mode := range []string{selection.ModeAny, selection.ModeConnect} {
+			t.Run(fmt.Sprintf("%d lost/%s", tc.lost, mode), func(t *testing.T) {
+				ns.MustRun(t, "nft", "flush", "chain", "inet", "probe", "in")
+				if tc.lost > 0 {
+					ns.MustRun(t, "nft", "add", "rule", "inet", "probe", "in", "ip", "daddr", "10.244.6.2", "tcp", "flags", "&", "(syn|ack)", "==", "syn",
+						"counter", "quota", "until", strconv.Itoa(tc.lost*60), "bytes", "drop")
+				}
+				p := &selection.TCPProber{Port: port, Mode: mode, Dial: nsDialer(ns)}
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				defer cancel()
+				err := p.Probe(ctx, "node", []netip.Addr{netip.MustParseAddr("10.244.6.2")})
+				if got := err == nil; got != tc.reachable {
+					t.Fatalf("reachable = %v (%v) with %d SYNs lost; want %v\n%s", got, err, tc.lost, tc.reachable,
+						ns.MustRun(t, "nft", "list", "chain", "inet", "probe", "in"))
 				}
 			})
 		}

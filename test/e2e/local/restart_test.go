@@ -40,7 +40,7 @@ func TestRestarts(t *testing.T) {
 		t.Errorf("the new leader wrote to NB with nothing changed:\n%s", log)
 	}
 	if h := c.host("web", anyHost); h != host {
-		t.Errorf("host flapped from %s to %s on takeover", host, h)
+		t.Errorf("host flapped from %s to %s on takeover; the new leader's log:\n%s", host, h, c.masters[standby].Log(80))
 	}
 	c.expectSource(p1, 10*time.Second, only(lb))
 
