@@ -47,6 +47,7 @@ type options struct {
 	out       string
 	churn     int
 	peerChurn int
+	failovers int
 	sustain   time.Duration
 	rate      float64
 	kubeQPS   float64
@@ -73,6 +74,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON results")
 	fs.IntVar(&o.churn, "churn", 100, "endpoint changes measured one at a time (R)")
 	fs.IntVar(&o.peerChurn, "peer-churn", 20, "endpoint changes measured on the peer shape (each costs northd a full recompute)")
+	fs.IntVar(&o.failovers, "failover-rounds", 10, "hosts failed one after the other in the failover scenario (at most nodes-1)")
 	fs.DurationVar(&o.sustain, "sustain", 10*time.Second, "gateway backend: length of the sustained churn")
 	fs.Float64Var(&o.rate, "rate", 20, "gateway backend: endpoint changes per second during the sustained churn")
 	fs.Float64Var(&o.kubeQPS, "kube-qps", -1, "client-side QPS towards the API server for the master and the bare client alike (-1: unlimited)")
@@ -93,6 +95,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		quickInt("nodes", &o.size.Nodes, 10)
 		quickInt("churn", &o.churn, 30)
 		quickInt("peer-churn", &o.peerChurn, 6)
+		quickInt("failover-rounds", &o.failovers, 3)
 		if !set["sustain"] {
 			o.sustain = 5 * time.Second
 		}

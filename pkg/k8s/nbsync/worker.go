@@ -3,7 +3,6 @@ package nbsync
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -74,8 +73,11 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 }
 
 // repointed tells f of every service of in whose endpoints are now in its
-// host's rows (an address set or a NAT row of the host's key).
+// host's rows (an address set or a NAT row of the host's key). Each host's
+// addresses are indexed once per call: a drain moves hundreds of services
+// onto every dirty host.
 func repointed(f Failovers, in *translate.Input, desired *translate.Desired) {
+	index := map[string]map[string]bool{}
 	for _, es := range in.EgressServices {
 		host := es.Status.Host
 		rows := desired.Rows[translate.NodeKey(host)]
@@ -89,22 +91,30 @@ func repointed(f Failovers, in *translate.Input, desired *translate.Desired) {
 				eps = translate.ServiceEndpoints(svc, in.EndpointSlices[k], in.Config.ClusterSubnets)
 			}
 		}
-		if len(eps) > 0 && hasAddress(rows, eps[0].IP.String()) {
+		if len(eps) == 0 {
+			continue
+		}
+		addrs, ok := index[host]
+		if !ok {
+			addrs = addressesOf(rows)
+			index[host] = addrs
+		}
+		if addrs[eps[0].IP.String()] {
 			f.Repointed(k, host)
 		}
 	}
 }
 
-func hasAddress(rows *translate.Rows, ip string) bool {
+// addressesOf is every pod address of rows' address sets and NAT rows.
+func addressesOf(rows *translate.Rows) map[string]bool {
+	out := map[string]bool{}
 	for _, s := range rows.AddressSets {
-		if slices.Contains(s.Addresses, ip) {
-			return true
+		for _, a := range s.Addresses {
+			out[a] = true
 		}
 	}
 	for _, n := range rows.NATs {
-		if n.LogicalIP == ip {
-			return true
-		}
+		out[n.LogicalIP] = true
 	}
-	return false
+	return out
 }
