@@ -4,7 +4,7 @@
 #   pkg/nbdbext                   the same, for the newer NB tables ovn-egress uses where present
 #   pkg/k8s/apis/.../zz_generated  deepcopy (k8s.io/code-generator)
 #   pkg/k8s/client                 clientset (+fake), listers, informers (k8s.io/code-generator)
-#   dist/crds                      the EgressService CRD (sigs.k8s.io/controller-tools)
+#   dist/crds                      the EgressService and EgressIP CRDs (sigs.k8s.io/controller-tools)
 # Generator versions are pinned by hack/tools/go.mod. Run from anywhere; it
 # operates on the tree that contains this script.
 set -euo pipefail
@@ -40,18 +40,25 @@ done
 find pkg/nbdbext -maxdepth 1 -name '*.go' -delete
 "$TOOLS/modelgen" -extended -p nbdbext -o pkg/nbdbext pkg/nbdbext/ovn-nb.ovsschema
 
-# Kubernetes API: deepcopy, then clientset, listers and informers.
-"$TOOLS/deepcopy-gen" --go-header-file "$HEADER" --output-file zz_generated.deepcopy.go "$API_PKG"
+# Kubernetes API: deepcopy, then clientset, listers and informers — one
+# client tree per API package (both are k8s.ovn.org/v1, which one clientset
+# cannot hold twice): EgressService in pkg/k8s/client, EgressIP in
+# pkg/k8s/client/egressip.
 rm -rf pkg/k8s/client
-"$TOOLS/client-gen" --go-header-file "$HEADER" --clientset-name versioned \
-  --input-base "" --input "$API_PKG" \
-  --output-pkg "$CLIENT_PKG/clientset" --output-dir pkg/k8s/client/clientset
-"$TOOLS/lister-gen" --go-header-file "$HEADER" \
-  --output-pkg "$CLIENT_PKG/listers" --output-dir pkg/k8s/client/listers "$API_PKG"
-"$TOOLS/informer-gen" --go-header-file "$HEADER" \
-  --versioned-clientset-package "$CLIENT_PKG/clientset/versioned" \
-  --listers-package "$CLIENT_PKG/listers" \
-  --output-pkg "$CLIENT_PKG/informers" --output-dir pkg/k8s/client/informers "$API_PKG"
+gen_clients() { # api package, client package, output dir
+  "$TOOLS/deepcopy-gen" --go-header-file "$HEADER" --output-file zz_generated.deepcopy.go "$1"
+  "$TOOLS/client-gen" --go-header-file "$HEADER" --clientset-name versioned \
+    --input-base "" --input "$1" \
+    --output-pkg "$2/clientset" --output-dir "$3/clientset"
+  "$TOOLS/lister-gen" --go-header-file "$HEADER" \
+    --output-pkg "$2/listers" --output-dir "$3/listers" "$1"
+  "$TOOLS/informer-gen" --go-header-file "$HEADER" \
+    --versioned-clientset-package "$2/clientset/versioned" \
+    --listers-package "$2/listers" \
+    --output-pkg "$2/informers" --output-dir "$3/informers" "$1"
+}
+gen_clients "$API_PKG" "$CLIENT_PKG" pkg/k8s/client
+gen_clients "$MOD/pkg/k8s/apis/egressip/v1" "$CLIENT_PKG/egressip" pkg/k8s/client/egressip
 
 # CRD.
 "$TOOLS/controller-gen" crd:crdVersions=v1 paths=./pkg/k8s/apis/... output:crd:artifacts:config=dist/crds

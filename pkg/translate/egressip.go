@@ -1,0 +1,293 @@
+package translate
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+)
+
+// LabelEgressAssignable marks the nodes that may hold egress IPs (the label
+// ovn-kubernetes uses; its value does not matter).
+const LabelEgressAssignable = "k8s.ovn.org/egress-assignable"
+
+// Reasons reported for an EgressIP: ovn-kubernetes' where it has one.
+const (
+	// ReasonEgressIPInvalid: an item of spec.egressIPs is not an address.
+	ReasonEgressIPInvalid Reason = "InvalidEgressIP"
+	// ReasonEgressIPConflict: the IP is a node's own address.
+	ReasonEgressIPConflict Reason = "EgressIPConflict"
+	// ReasonEgressIPTaken: another EgressIP holds the IP.
+	ReasonEgressIPTaken Reason = "UnsupportedRequest"
+	// ReasonNoMatchingNode: no node can hold the IP now.
+	ReasonNoMatchingNode Reason = "NoMatchingNodeFound"
+)
+
+// EgressIPNode is what assignment needs to know about one Node.
+type EgressIPNode struct {
+	Name string
+	// Ready, Reachable (health checks) and Assignable (the label) must all
+	// hold for the node to take an IP.
+	Ready, Reachable, Assignable bool
+	// Primary are the networks of the node's primary interface
+	// (k8s.ovn.org/node-primary-ifaddr, one per family).
+	Primary []netip.Prefix
+	// HostNetworks are the networks of every host interface
+	// (k8s.ovn.org/host-cidrs): on bare metal an IP may be held on one.
+	HostNetworks []netip.Prefix
+	// Addresses are the node's own addresses: no egress IP may be one.
+	Addresses []netip.Addr
+}
+
+// ParseEgressIPNode reads a Node's egress-IP facts; reachable is the health
+// checks' verdict. What cannot be parsed is left out (the node then
+// contains fewer networks).
+func ParseEgressIPNode(n *corev1.Node, reachable bool) *EgressIPNode {
+	_, assignable := n.Labels[LabelEgressAssignable]
+	out := &EgressIPNode{Name: n.Name, Ready: NodeReady(n), Reachable: reachable, Assignable: assignable}
+	var m map[string]string
+	if json.Unmarshal([]byte(n.Annotations[AnnotPrimaryIfAddr]), &m) == nil {
+		for k, v := range m {
+			f, err := ipfamily.Parse(k)
+			if p, perr := netip.ParsePrefix(v); err == nil && perr == nil && ipfamily.OfPrefix(p) == f {
+				out.Primary = append(out.Primary, canonicalPrefix(p))
+			}
+		}
+		slices.SortFunc(out.Primary, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	}
+	var list []string
+	if json.Unmarshal([]byte(n.Annotations[AnnotHostCIDRs]), &list) == nil {
+		for _, s := range list {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				out.HostNetworks = append(out.HostNetworks, canonicalPrefix(p))
+			}
+		}
+	}
+	info := &NodeInfo{}
+	out.Addresses = hostIPs(n, info)
+	return out
+}
+
+func canonicalPrefix(p netip.Prefix) netip.Prefix {
+	return netip.PrefixFrom(ipfamily.Canonical(p.Addr()), p.Bits()).Masked()
+}
+
+// contains reports whether the node has a network that may hold ip: its
+// primary network, or one of its host networks.
+func (n *EgressIPNode) contains(ip netip.Addr) bool {
+	in := func(ps []netip.Prefix) bool {
+		return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(ip) })
+	}
+	return in(n.Primary) || in(n.HostNetworks)
+}
+
+// eligible says why the node cannot take ip now ("" when it can).
+func (n *EgressIPNode) eligible(ip netip.Addr) string {
+	switch {
+	case !n.Assignable:
+		return "not labelled " + LabelEgressAssignable
+	case !n.Ready:
+		return "not Ready"
+	case !n.Reachable:
+		return "unreachable (health check)"
+	case !n.contains(ip):
+		return "no network of it contains the IP"
+	}
+	return ""
+}
+
+// EgressIPInput is everything assignment reads.
+type EgressIPInput struct {
+	EgressIPs []*egressipv1.EgressIP
+	Nodes     map[string]*EgressIPNode
+}
+
+// EgressIPResult is the assignment of every EgressIP, by name.
+type EgressIPResult struct {
+	// Items are the status.items each EgressIP should have, in the order of
+	// its spec.egressIPs.
+	Items    map[string][]egressipv1.EgressIPStatusItem
+	Problems Problems
+}
+
+// Changed reports whether es's status differs from what r assigns it.
+func (r EgressIPResult) Changed(es *egressipv1.EgressIP) bool {
+	return !slices.Equal(es.Status.Items, r.Items[es.Name])
+}
+
+// AssignEgressIPs assigns every IP of every EgressIP to at most one node:
+// Ready, reachable, labelled egress-assignable, with a network that
+// contains the IP; one IP of an object per node; the node holding the
+// fewest IPs first, ties by name. Assignments are sticky: an IP whose
+// current node is still eligible stays on it. An IP equal to a node's own
+// address, held by another EgressIP, or no address at all is refused, and
+// every IP left unassigned is a Problem saying why in one line. Objects are
+// decided in name order, so two claiming one IP always resolve the same way
+// (the one holding it keeps it; else the first name).
+func AssignEgressIPs(in EgressIPInput) EgressIPResult {
+	res := EgressIPResult{Items: map[string][]egressipv1.EgressIPStatusItem{}}
+	objs := slices.Clone(in.EgressIPs)
+	slices.SortFunc(objs, func(a, b *egressipv1.EgressIP) int { return strings.Compare(a.Name, b.Name) })
+	nodes := make([]string, 0, len(in.Nodes))
+	own := map[netip.Addr]string{} // a node's own address → the node
+	for name, n := range in.Nodes {
+		nodes = append(nodes, name)
+		for _, a := range n.Addresses {
+			own[a] = name
+		}
+	}
+	slices.Sort(nodes)
+
+	a := &assigner{in: in, nodes: nodes, load: map[string]int{}, owner: map[netip.Addr]string{},
+		at: map[string]map[netip.Addr]string{}, wanted: map[string][]netip.Addr{}}
+	// Validate, and claim each IP for one object: the one whose status
+	// holds it, else the first by name.
+	for _, eip := range objs {
+		for _, s := range eip.Spec.EgressIPs {
+			ip, err := netip.ParseAddr(s)
+			switch {
+			case err != nil || ip.Zone() != "":
+				res.Problems.add(eip.Name, ReasonEgressIPInvalid, "egress IP %q is not an IPv4 or IPv6 address", s)
+				continue
+			case own[ipfamily.Canonical(ip)] != "":
+				res.Problems.add(eip.Name, ReasonEgressIPConflict, "egress IP %s is an address of node %s and will not be assigned", ip, own[ipfamily.Canonical(ip)])
+				continue
+			}
+			ip = ipfamily.Canonical(ip)
+			if slices.Contains(a.wanted[eip.Name], ip) {
+				continue
+			}
+			a.wanted[eip.Name] = append(a.wanted[eip.Name], ip)
+		}
+	}
+	a.claim(objs, &res)
+	// Sticky first: every current assignment still valid is kept (and
+	// counted) before any new one is placed.
+	for _, eip := range objs {
+		for _, it := range eip.Status.Items {
+			ip, err := netip.ParseAddr(it.EgressIP)
+			if err != nil {
+				continue
+			}
+			ip = ipfamily.Canonical(ip)
+			n := in.Nodes[it.Node]
+			if a.owner[ip] != eip.Name || n == nil || n.eligible(ip) != "" || a.at[eip.Name][ip] != "" || a.holds(eip.Name, it.Node) {
+				continue
+			}
+			a.place(eip.Name, ip, it.Node)
+		}
+	}
+	for _, eip := range objs {
+		for _, ip := range a.wanted[eip.Name] {
+			if a.owner[ip] != eip.Name || a.at[eip.Name][ip] != "" {
+				continue
+			}
+			if node, why := a.best(eip.Name, ip); node != "" {
+				a.place(eip.Name, ip, node)
+			} else {
+				res.Problems.add(eip.Name, ReasonNoMatchingNode, "egress IP %s is unassigned: %s", ip, why)
+			}
+		}
+		var items []egressipv1.EgressIPStatusItem
+		for _, ip := range a.wanted[eip.Name] {
+			if node := a.at[eip.Name][ip]; node != "" {
+				items = append(items, egressipv1.EgressIPStatusItem{Node: node, EgressIP: ip.String()})
+			}
+		}
+		res.Items[eip.Name] = items
+	}
+	return res
+}
+
+// assigner is the state of one AssignEgressIPs.
+type assigner struct {
+	in     EgressIPInput
+	nodes  []string                         // sorted
+	load   map[string]int                   // IPs held by each node
+	owner  map[netip.Addr]string            // the object each IP is claimed for
+	at     map[string]map[netip.Addr]string // object → IP → node
+	wanted map[string][]netip.Addr          // object → its valid IPs, in spec order
+}
+
+// claim gives each IP to one object: the first by name whose status holds
+// it on a node, else the first by name that asks for it.
+func (a *assigner) claim(objs []*egressipv1.EgressIP, res *EgressIPResult) {
+	for _, eip := range objs {
+		for _, it := range eip.Status.Items {
+			ip, err := netip.ParseAddr(it.EgressIP)
+			if err != nil {
+				continue
+			}
+			ip = ipfamily.Canonical(ip)
+			if a.owner[ip] == "" && slices.Contains(a.wanted[eip.Name], ip) {
+				a.owner[ip] = eip.Name
+			}
+		}
+	}
+	for _, eip := range objs {
+		for _, ip := range a.wanted[eip.Name] {
+			switch o := a.owner[ip]; o {
+			case "":
+				a.owner[ip] = eip.Name
+			case eip.Name:
+			default:
+				res.Problems.add(eip.Name, ReasonEgressIPTaken, "egress IP %s is already claimed by EgressIP %s", ip, o)
+			}
+		}
+	}
+}
+
+func (a *assigner) holds(obj, node string) bool {
+	for _, n := range a.at[obj] {
+		if n == node {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *assigner) place(obj string, ip netip.Addr, node string) {
+	if a.at[obj] == nil {
+		a.at[obj] = map[netip.Addr]string{}
+	}
+	a.at[obj][ip] = node
+	a.load[node]++
+}
+
+// best is the eligible node of fewest IPs (ties by name) that holds no
+// other IP of obj, or "" and why none is.
+func (a *assigner) best(obj string, ip netip.Addr) (string, string) {
+	best := ""
+	whys := map[string]int{}
+	for _, name := range a.nodes {
+		if why := a.in.Nodes[name].eligible(ip); why != "" {
+			whys[why]++
+			continue
+		}
+		if a.holds(obj, name) {
+			whys["already holds another IP of this EgressIP"]++
+			continue
+		}
+		if best == "" || a.load[name] < a.load[best] {
+			best = name
+		}
+	}
+	if best != "" {
+		return best, ""
+	}
+	if len(a.nodes) == 0 {
+		return "", "there are no nodes"
+	}
+	var parts []string
+	for why, n := range whys {
+		parts = append(parts, fmt.Sprintf("%d %s", n, why))
+	}
+	slices.Sort(parts)
+	return "", fmt.Sprintf("no node can hold it (%s)", strings.Join(parts, ", "))
+}

@@ -1,0 +1,233 @@
+package translate_test
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// eipNode is an assignable, Ready, reachable node on 172.18.0.0/16 and
+// fc00:f853:ccd:e793::/64 whose own addresses are .N and ::N.
+func eipNode(name string, n int, mutate ...func(*translate.EgressIPNode)) *translate.EgressIPNode {
+	node := &translate.EgressIPNode{Name: name, Ready: true, Reachable: true, Assignable: true,
+		Primary: []netip.Prefix{netip.MustParsePrefix("172.18.0.0/16"), netip.MustParsePrefix("fc00:f853:ccd:e793::/64")},
+		Addresses: []netip.Addr{netip.MustParseAddr(fmt.Sprintf("172.18.0.%d", n)), netip.MustParseAddr(fmt.Sprintf("fc00:f853:ccd:e793::%d", n))}}
+	for _, m := range mutate {
+		m(node)
+	}
+	return node
+}
+
+func eip(name string, ips []string, status ...string) *egressipv1.EgressIP {
+	e := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: egressipv1.EgressIPSpec{EgressIPs: ips}}
+	for i := 0; i+1 < len(status); i += 2 {
+		e.Status.Items = append(e.Status.Items, egressipv1.EgressIPStatusItem{EgressIP: status[i], Node: status[i+1]})
+	}
+	return e
+}
+
+func nodesOf(ns ...*translate.EgressIPNode) map[string]*translate.EgressIPNode {
+	out := map[string]*translate.EgressIPNode{}
+	for _, n := range ns {
+		out[n.Name] = n
+	}
+	return out
+}
+
+// items renders status.items as "ip@node ..." for comparison.
+func items(its []egressipv1.EgressIPStatusItem) string {
+	var out []string
+	for _, it := range its {
+		out = append(out, it.EgressIP+"@"+it.Node)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestAssignEgressIPs(t *testing.T) {
+	notReady := func(n *translate.EgressIPNode) { n.Ready = false }
+	unreachable := func(n *translate.EgressIPNode) { n.Reachable = false }
+	unlabelled := func(n *translate.EgressIPNode) { n.Assignable = false }
+	otherNet := func(n *translate.EgressIPNode) { n.Primary = []netip.Prefix{netip.MustParsePrefix("192.168.10.0/24")} }
+	secondary := func(n *translate.EgressIPNode) {
+		n.HostNetworks = []netip.Prefix{netip.MustParsePrefix("192.168.20.0/24")}
+	}
+	tests := []struct {
+		name     string
+		eips     []*egressipv1.EgressIP
+		nodes    map[string]*translate.EgressIPNode
+		want     map[string]string // object → items
+		problems []string          // "object: Reason" in order
+	}{
+		{
+			name:  "one IP goes to the first node by name",
+			eips:  []*egressipv1.EgressIP{eip("a", []string{"172.18.0.100"})},
+			nodes: nodesOf(eipNode("node2", 2), eipNode("node1", 1)),
+			want:  map[string]string{"a": "172.18.0.100@node1"},
+		},
+		{
+			name:  "two IPs of one object go to two nodes",
+			eips:  []*egressipv1.EgressIP{eip("a", []string{"172.18.0.100", "172.18.0.101"})},
+			nodes: nodesOf(eipNode("node1", 1), eipNode("node2", 2)),
+			want:  map[string]string{"a": "172.18.0.100@node1 172.18.0.101@node2"},
+		},
+		{
+			name:     "one IP of an object per node: the second stays unassigned on a one-node cluster",
+			eips:     []*egressipv1.EgressIP{eip("a", []string{"172.18.0.100", "172.18.0.101"})},
+			nodes:    nodesOf(eipNode("node1", 1)),
+			want:     map[string]string{"a": "172.18.0.100@node1"},
+			problems: []string{"a: NoMatchingNodeFound"},
+		},
+		{
+			name:  "fewest assignments first",
+			eips:  []*egressipv1.EgressIP{eip("a", []string{"172.18.0.100"}, "172.18.0.100", "node1"), eip("b", []string{"172.18.0.101"})},
+			nodes: nodesOf(eipNode("node1", 1), eipNode("node2", 2)),
+			want:  map[string]string{"a": "172.18.0.100@node1", "b": "172.18.0.101@node2"},
+		},
+		{
+			name:  "sticky: a valid assignment stays even where a less loaded node exists",
+			eips:  []*egressipv1.EgressIP{eip("a", []string{"172.18.0.100"}, "172.18.0.100", "node3")},
+			nodes: nodesOf(eipNode("node1", 1), eipNode("node2", 2), eipNode("node3", 3)),
+			want:  map[string]string{"a": "172.18.0.100@node3"},
+		},
+		{
+			name: "a node not Ready, unreachable or unlabelled loses its IP; it moves",
+			eips: []*egressipv1.EgressIP{
+				eip("a", []string{"172.18.0.100"}, "172.18.0.100", "node1"),
+				eip("b", []string{"172.18.0.101"}, "172.18.0.101", "node2"),
+				eip("c", []string{"172.18.0.102"}, "172.18.0.102", "node3")},
+			nodes: nodesOf(eipNode("node1", 1, notReady), eipNode("node2", 2, unreachable), eipNode("node3", 3, unlabelled), eipNode("node4", 4)),
+			want:  map[string]string{"a": "172.18.0.100@node4", "b": "172.18.0.101@node4", "c": "172.18.0.102@node4"},
+		},
+		{
+			name:     "no node's network contains the IP",
+			eips:     []*egressipv1.EgressIP{eip("a", []string{"10.99.0.1"})},
+			nodes:    nodesOf(eipNode("node1", 1)),
+			want:     map[string]string{"a": ""},
+			problems: []string{"a: NoMatchingNodeFound"},
+		},
+		{
+			name:  "an IP on a node's own primary network goes only to nodes on it",
+			eips:  []*egressipv1.EgressIP{eip("a", []string{"192.168.10.5"})},
+			nodes: nodesOf(eipNode("node1", 1), eipNode("node2", 2, otherNet)),
+			want:  map[string]string{"a": "192.168.10.5@node2"},
+		},
+		{
+			name:  "bare metal: an IP of a host network (host-cidrs) goes to the nodes on it",
+			eips:  []*egressipv1.EgressIP{eip("a", []string{"192.168.20.7"})},
+			nodes: nodesOf(eipNode("node1", 1), eipNode("node2", 2, secondary)),
+			want:  map[string]string{"a": "192.168.20.7@node2"},
+		},
+		{
+			name:     "an IP equal to a node's address is refused",
+			eips:     []*egressipv1.EgressIP{eip("a", []string{"172.18.0.2", "172.18.0.100"})},
+			nodes:    nodesOf(eipNode("node1", 1), eipNode("node2", 2)),
+			want:     map[string]string{"a": "172.18.0.100@node1"},
+			problems: []string{"a: EgressIPConflict"},
+		},
+		{
+			name:     "not an address",
+			eips:     []*egressipv1.EgressIP{eip("a", []string{"172.18.0.300", "fe80::1%eth0"})},
+			nodes:    nodesOf(eipNode("node1", 1)),
+			want:     map[string]string{"a": ""},
+			problems: []string{"a: InvalidEgressIP", "a: InvalidEgressIP"},
+		},
+		{
+			name:     "two objects claim one IP: the first by name gets it",
+			eips:     []*egressipv1.EgressIP{eip("b", []string{"172.18.0.100"}), eip("a", []string{"172.18.0.100"})},
+			nodes:    nodesOf(eipNode("node1", 1)),
+			want:     map[string]string{"a": "172.18.0.100@node1", "b": ""},
+			problems: []string{"b: UnsupportedRequest"},
+		},
+		{
+			name:     "two objects claim one IP: the one holding it keeps it",
+			eips:     []*egressipv1.EgressIP{eip("b", []string{"172.18.0.100"}, "172.18.0.100", "node1"), eip("a", []string{"172.18.0.100"})},
+			nodes:    nodesOf(eipNode("node1", 1)),
+			want:     map[string]string{"a": "", "b": "172.18.0.100@node1"},
+			problems: []string{"a: UnsupportedRequest"},
+		},
+		{
+			name:  "a stale status item (an IP no longer in spec, two on one node) is dropped",
+			eips:  []*egressipv1.EgressIP{eip("a", []string{"172.18.0.100", "172.18.0.101"}, "172.18.0.99", "node1", "172.18.0.100", "node1", "172.18.0.101", "node1")},
+			nodes: nodesOf(eipNode("node1", 1), eipNode("node2", 2)),
+			want:  map[string]string{"a": "172.18.0.100@node1 172.18.0.101@node2"},
+		},
+		{
+			name:  "dual stack: one IP per family, on two nodes; written canonically",
+			eips:  []*egressipv1.EgressIP{eip("a", []string{"172.18.0.100", "FC00:F853:CCD:E793::100"})},
+			nodes: nodesOf(eipNode("node1", 1), eipNode("node2", 2)),
+			want:  map[string]string{"a": "172.18.0.100@node1 fc00:f853:ccd:e793::100@node2"},
+		},
+		{
+			name:     "no nodes at all",
+			eips:     []*egressipv1.EgressIP{eip("a", []string{"172.18.0.100"})},
+			want:     map[string]string{"a": ""},
+			problems: []string{"a: NoMatchingNodeFound"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := translate.AssignEgressIPs(translate.EgressIPInput{EgressIPs: tc.eips, Nodes: tc.nodes})
+			for obj, want := range tc.want {
+				if got := items(res.Items[obj]); got != want {
+					t.Errorf("%s: items %q, want %q", obj, got, want)
+				}
+			}
+			var got []string
+			for _, p := range res.Problems {
+				got = append(got, p.Key+": "+string(p.Reason))
+				if p.Message == "" {
+					t.Errorf("problem without a message: %v", p)
+				}
+			}
+			if !slices.Equal(got, tc.problems) {
+				t.Errorf("problems %v, want %v\n%v", got, tc.problems, res.Problems)
+			}
+			// Assignment is a fixed point: written back, it changes nothing.
+			for _, e := range tc.eips {
+				e.Status.Items = res.Items[e.Name]
+			}
+			again := translate.AssignEgressIPs(translate.EgressIPInput{EgressIPs: tc.eips, Nodes: tc.nodes})
+			for _, e := range tc.eips {
+				if again.Changed(e) {
+					t.Errorf("%s: reassigned on a second pass: %q → %q", e.Name, items(e.Status.Items), items(again.Items[e.Name]))
+				}
+			}
+		})
+	}
+}
+
+// TestParseEgressIPNode reads the label, readiness and both annotations.
+func TestParseEgressIPNode(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1",
+		Labels: map[string]string{translate.LabelEgressAssignable: ""},
+		Annotations: map[string]string{
+			translate.AnnotPrimaryIfAddr: `{"ipv4":"172.18.0.2/16","ipv6":"fc00:f853:ccd:e793::2/64"}`,
+			translate.AnnotHostCIDRs:     `["172.18.0.2/16","192.168.20.2/24","fc00:f853:ccd:e793::2/64"]`,
+		}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	got := translate.ParseEgressIPNode(n, true)
+	if !got.Assignable || !got.Ready || !got.Reachable {
+		t.Errorf("flags %+v", got)
+	}
+	if len(got.Primary) != 2 || got.Primary[0].String() != "172.18.0.0/16" || got.Primary[1].String() != "fc00:f853:ccd:e793::/64" {
+		t.Errorf("primary networks %v", got.Primary)
+	}
+	if len(got.HostNetworks) != 3 || got.HostNetworks[1].String() != "192.168.20.0/24" {
+		t.Errorf("host networks %v", got.HostNetworks)
+	}
+	if !slices.Contains(got.Addresses, netip.MustParseAddr("192.168.20.2")) {
+		t.Errorf("addresses %v", got.Addresses)
+	}
+	delete(n.Labels, translate.LabelEgressAssignable)
+	if translate.ParseEgressIPNode(n, true).Assignable {
+		t.Error("a node without the label is assignable")
+	}
+}
