@@ -18,7 +18,7 @@ import (
 // fc00:f853:ccd:e793::/64 whose own addresses are .N and ::N.
 func eipNode(name string, n int, mutate ...func(*translate.EgressIPNode)) *translate.EgressIPNode {
 	node := &translate.EgressIPNode{Name: name, Ready: true, Reachable: true, Assignable: true,
-		Primary: []netip.Prefix{netip.MustParsePrefix("172.18.0.0/16"), netip.MustParsePrefix("fc00:f853:ccd:e793::/64")},
+		Primary:   []netip.Prefix{netip.MustParsePrefix("172.18.0.0/16"), netip.MustParsePrefix("fc00:f853:ccd:e793::/64")},
 		Addresses: []netip.Addr{netip.MustParseAddr(fmt.Sprintf("172.18.0.%d", n)), netip.MustParseAddr(fmt.Sprintf("fc00:f853:ccd:e793::%d", n))}}
 	for _, m := range mutate {
 		m(node)

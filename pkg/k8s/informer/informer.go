@@ -10,6 +10,8 @@ import (
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
+	eipinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -65,4 +67,9 @@ func OwnReport(c kubernetes.Interface, ns, node string) kubeinformers.SharedInfo
 	return Kube(c, kubeinformers.WithNamespace(ns), kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = translate.ReportNodeLabel + "=" + translate.ReportNodeHash(node)
 	}))
+}
+
+// EgressIP returns a factory for the EgressIP API that drops managedFields.
+func EgressIP(c eipclient.Interface) eipinformers.SharedInformerFactory {
+	return eipinformers.NewSharedInformerFactoryWithOptions(c, 0, eipinformers.WithTransform(StripManagedFields))
 }

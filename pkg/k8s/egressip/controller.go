@@ -1,0 +1,234 @@
+// Package egressip is the master's EgressIP assignment controller: it
+// decides which node holds each IP of every EgressIP with
+// translate.AssignEgressIPs, writes status.items through the status
+// subresource, and reports every IP left unassigned as an Event on its
+// EgressIP. It writes no NB rows and no SNAT yet (docs/egressip.md).
+//
+// It is level-driven on one key: assignment is a decision over every
+// EgressIP and every node together (fewest assignments first, one owner per
+// IP), so every change enqueues the same key and a sync re-reads everything
+// from the listers; EgressIPs are few next to services and pods.
+package egressip
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	kubeinformers "k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
+	eipinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions"
+	eiplisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/listers/egressip/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// Config tunes the controller.
+type Config struct {
+	// Unreachable, when set, returns the nodes the health checks found
+	// unreachable now (nil: every node counts as reachable).
+	Unreachable func() map[string]bool
+	// Work, when set, records the worker's syncs, queue and errors.
+	Work *controller.Metrics
+}
+
+// all is the controller's one key.
+const all = "all"
+
+// Controller assigns egress IPs. Build it with New before the informer
+// factories start; only the leader runs it.
+type Controller struct {
+	cfg      Config
+	log      *logrus.Entry
+	client   eipclient.Interface
+	recorder record.EventRecorder
+
+	eipLister  eiplisters.EgressIPLister
+	nodeLister corelisters.NodeLister
+	synced     []cache.InformerSynced
+	work       *controller.Worker[string]
+
+	mu       sync.Mutex
+	reported map[string]string // EgressIP → the problems last reported as Events
+	stats    Stats
+}
+
+// Stats counts what the controller did since it was built.
+type Stats struct {
+	Syncs, StatusWrites, Events int
+}
+
+// New wires the controller to the informer factories (not started yet).
+func New(cfg Config, log *logrus.Entry, client eipclient.Interface, kubeInf kubeinformers.SharedInformerFactory,
+	eipInf eipinformers.SharedInformerFactory, recorder record.EventRecorder) (*Controller, error) {
+	eips, nodes := eipInf.K8s().V1().EgressIPs(), kubeInf.Core().V1().Nodes()
+	c := &Controller{cfg: cfg, log: log, client: client, recorder: recorder,
+		eipLister: eips.Lister(), nodeLister: nodes.Lister(),
+		synced:   []cache.InformerSynced{eips.Informer().HasSynced, nodes.Informer().HasSynced},
+		reported: map[string]string{}}
+	c.work = controller.New(controller.Config[string]{Name: "egressip", Metrics: cfg.Work}, c.sync, log)
+	enqueue := controller.OnObject(func(any) { c.work.Add(all) })
+	if _, err := eips.Informer().AddEventHandler(enqueue); err != nil {
+		return nil, fmt.Errorf("egressip handler: %w", err)
+	}
+	nodeChanged := controller.OnChange(func(old, obj any) {
+		o, _ := controller.As[*corev1.Node](old)
+		n, ok := controller.As[*corev1.Node](obj)
+		if !ok || o == nil || nodeFactsDiffer(o, n) {
+			c.work.Add(all)
+		}
+	})
+	if _, err := nodes.Informer().AddEventHandler(nodeChanged); err != nil {
+		return nil, fmt.Errorf("node handler: %w", err)
+	}
+	return c, nil
+}
+
+// nodeFactsDiffer reports whether a Node update changes what assignment
+// reads: the label, readiness or the address annotations.
+func nodeFactsDiffer(a, b *corev1.Node) bool {
+	_, la := a.Labels[translate.LabelEgressAssignable]
+	_, lb := b.Labels[translate.LabelEgressAssignable]
+	return la != lb || translate.NodeReady(a) != translate.NodeReady(b) ||
+		a.Annotations[translate.AnnotPrimaryIfAddr] != b.Annotations[translate.AnnotPrimaryIfAddr] ||
+		a.Annotations[translate.AnnotHostCIDRs] != b.Annotations[translate.AnnotHostCIDRs] ||
+		!slices.Equal(a.Status.Addresses, b.Status.Addresses)
+}
+
+// Enqueue asks for a sync (a health verdict changed).
+func (c *Controller) Enqueue() { c.work.Add(all) }
+
+// Idle reports whether nothing waits or is being synced.
+func (c *Controller) Idle() bool { return c.work.Idle() }
+
+// Stats returns the counters so far.
+func (c *Controller) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Run waits for the caches and converges until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	if err := controller.WaitSynced(ctx, c.synced...); err != nil {
+		return err
+	}
+	c.work.Add(all)
+	c.log.Info("egress IP assignment started")
+	c.work.Run(ctx)
+	c.log.Info("egress IP assignment stopped")
+	return nil
+}
+
+// sync gathers every EgressIP and node, assigns, writes the statuses that
+// changed and reports the problems that changed.
+func (c *Controller) sync(ctx context.Context, _ []string) error {
+	eips, err := c.eipLister.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	nodes, err := c.nodeLister.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	var unreachable map[string]bool
+	if c.cfg.Unreachable != nil {
+		unreachable = c.cfg.Unreachable()
+	}
+	in := translate.EgressIPInput{EgressIPs: eips, Nodes: map[string]*translate.EgressIPNode{}}
+	for _, n := range nodes {
+		in.Nodes[n.Name] = translate.ParseEgressIPNode(n, !unreachable[n.Name])
+	}
+	res := translate.AssignEgressIPs(in)
+	var errs []error
+	writes := 0
+	for _, e := range eips {
+		if !res.Changed(e) {
+			continue
+		}
+		if err := c.writeStatus(ctx, e, res.Items[e.Name]); err != nil {
+			errs = append(errs, fmt.Errorf("EgressIP %s: %w", e.Name, err))
+			continue
+		}
+		writes++
+		c.log.WithField("egressip", e.Name).WithField("items", itemsString(res.Items[e.Name])).Info("egress IPs assigned")
+	}
+	events := c.report(eips, res.Problems)
+	c.mu.Lock()
+	c.stats.Syncs++
+	c.stats.StatusWrites += writes
+	c.stats.Events += events
+	c.mu.Unlock()
+	if len(errs) > 0 {
+		return fmt.Errorf("%d status writes failed: %w", len(errs), errs[0])
+	}
+	return nil
+}
+
+// writeStatus writes items through /status on the lister's copy; a
+// conflict (the object changed meanwhile) is an error, and the retry
+// decides again on the newer object.
+func (c *Controller) writeStatus(ctx context.Context, e *egressipv1.EgressIP, items []egressipv1.EgressIPStatusItem) error {
+	out := e.DeepCopy()
+	out.Status.Items = items
+	_, err := c.client.K8sV1().EgressIPs().UpdateStatus(ctx, out, metav1.UpdateOptions{FieldManager: "ovn-egress-egressip"})
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile: its delete event syncs again
+	}
+	return err
+}
+
+// report records one Warning Event per problem of each EgressIP whose
+// problems differ from those last reported, and forgets deleted objects.
+func (c *Controller) report(eips []*egressipv1.EgressIP, problems translate.Problems) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]bool{}
+	n := 0
+	for _, e := range eips {
+		seen[e.Name] = true
+		mine := problems.For(e.Name)
+		var lines []string
+		for _, p := range mine {
+			lines = append(lines, p.String())
+		}
+		digest := strings.Join(lines, "\n")
+		if c.reported[e.Name] == digest {
+			continue
+		}
+		c.reported[e.Name] = digest
+		for _, p := range mine {
+			c.recorder.Event(e, corev1.EventTypeWarning, string(p.Reason), p.Message)
+			n++
+		}
+	}
+	for name := range maps.Clone(c.reported) {
+		if !seen[name] {
+			delete(c.reported, name)
+		}
+	}
+	return n
+}
+
+func itemsString(items []egressipv1.EgressIPStatusItem) string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.EgressIP+"@"+it.Node)
+	}
+	return strings.Join(out, ",")
+}
