@@ -150,7 +150,7 @@ func masterCommand() *cli.Command {
 		&cli.StringFlag{Name: "mode", Value: master.ModeCentral, Usage: "central (one NB: select hosts and translate), ic (interconnect, one NB per zone: select hosts only; node agents run with --zone) or auto (detect from the nodes' annotations)", Category: catXlate},
 		&cli.DurationFlag{Name: "nat-batch-window", Usage: "with --snat-backend=ovn: gather changes this long before each NB transaction (default: 1s on an NB without NAT.match, OVN < 24.09, where every NAT change costs ovn-northd a full recompute; none where NAT.match exists)", Category: catXlate},
 		reportNamespaceFlag(catXlate),
-		&cli.StringFlag{Name: "controllers", Usage: "controllers to run, comma-separated: selection (hosts, status.host, node labels, health probes) and translation (NB rows; central mode only) (default: every controller the mode has)", Category: catXlate},
+		&cli.StringFlag{Name: "controllers", Usage: "controllers to run, comma-separated: selection (hosts, status.host, node labels, health probes), translation (NB rows; central mode only) and egressip (EgressIP status.items only, no traffic yet: opt-in) (default: selection and translation, as the mode has them)", Category: catXlate},
 		&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "re-converge every key this often (0: never)", Category: catXlate},
 		&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "run only while holding the Lease (several replicas: one active)", Category: catLeader},
 		&cli.StringFlag{Name: "lease-namespace", Value: "ovn-egress", Usage: "namespace of the Lease", Category: catLeader, EnvVars: []string{"POD_NAMESPACE"}},

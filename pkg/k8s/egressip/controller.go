@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -111,6 +112,15 @@ func nodeFactsDiffer(a, b *corev1.Node) bool {
 
 // Enqueue asks for a sync (a health verdict changed).
 func (c *Controller) Enqueue() { c.work.Add(all) }
+
+// EnqueueAll is Enqueue (the master's standoff end calls it).
+func (c *Controller) EnqueueAll() { c.work.Add(all) }
+
+// Synced reports whether the informer caches have synced (readiness).
+func (c *Controller) Synced() bool { return controller.Synced(c.synced) }
+
+// Stuck reports a sync running for longer than bound (liveness).
+func (c *Controller) Stuck(bound time.Duration) error { return c.work.Stuck(bound) }
 
 // Idle reports whether nothing waits or is being synced.
 func (c *Controller) Idle() bool { return c.work.Idle() }

@@ -7,8 +7,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 )
@@ -67,7 +70,7 @@ func TestControllersConfig(t *testing.T) {
 		controllers []string
 		want        string
 	}{
-		{master.ModeCentral, []string{"selection", "egressip"}, `unknown controller "egressip"`},
+		{master.ModeCentral, []string{"selection", "egressqos"}, `unknown controller "egressqos"`},
 		{master.ModeIC, []string{master.ControllerTranslation}, "needs the central mode"},
 	} {
 		cfg := c.config("refused")
@@ -121,4 +124,50 @@ func TestLostLeaseEndsTheProcess(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the replica that lost its Lease is still running 15 s later")
 	}
+}
+
+// TestEgressIPControllerIsOptIn: the master runs the EgressIP controller
+// only when --controllers names it; then an EgressIP gets status.items on
+// the one egress-assignable node.
+func TestEgressIPControllerIsOptIn(t *testing.T) {
+	c := newCluster(t)
+	def, stopDef := c.start(c.config("eip-default"), kube.Config)
+	if def.EgressIP() != nil {
+		t.Errorf("the default master runs the EgressIP controller")
+	}
+	stopDef()
+
+	nodes := kube.Client.CoreV1().Nodes()
+	label := func(value *string) {
+		patch := `{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":null}}}`
+		if value != nil {
+			patch = `{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":"` + *value + `"}}}`
+		}
+		if _, err := nodes.Patch(context.Background(), "node2", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty := ""
+	label(&empty)
+	t.Cleanup(func() { label(nil) })
+	cfg := c.config("eip-named")
+	cfg.Controllers = []string{master.ControllerEgressIP}
+	m, _ := c.start(cfg, kube.Config)
+	if m.EgressIP() == nil || m.Select() != nil || m.Sync() != nil {
+		t.Fatalf("controllers: egressip=%v select=%v sync=%v; want egressip only", m.EgressIP() != nil, m.Select() != nil, m.Sync() != nil)
+	}
+	eips, err := eipclient.NewForConfig(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "opt-in"}, Spec: egressipv1.EgressIPSpec{
+		EgressIPs: []string{"172.18.0.250"}, NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}}}
+	if _, err := eips.K8sV1().EgressIPs().Create(context.Background(), e, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eips.K8sV1().EgressIPs().Delete(context.Background(), "opt-in", metav1.DeleteOptions{}) })
+	c.eventually("status.items on node2", func() bool {
+		got, err := eips.K8sV1().EgressIPs().Get(context.Background(), "opt-in", metav1.GetOptions{})
+		return err == nil && len(got.Status.Items) == 1 && got.Status.Items[0] == egressipv1.EgressIPStatusItem{Node: "node2", EgressIP: "172.18.0.250"}
+	})
 }

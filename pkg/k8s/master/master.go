@@ -25,9 +25,12 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
+	eipinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/egressip"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
@@ -60,8 +63,9 @@ type Config struct {
 	// (the agents' namespace; default DefaultReportNamespace).
 	ReportNamespace string
 	// Controllers names the controllers to run (ControllerSelection,
-	// ControllerTranslation); empty: every one the mode has. Translation
-	// exists only with a central NB.
+	// ControllerTranslation, ControllerEgressIP); empty: selection and
+	// translation, every one the mode has. Translation exists only with a
+	// central NB; the EgressIP controller runs only when named.
 	Controllers []string
 	// Observe, when set, gets the master's metrics and health checks.
 	Observe *observe.Server
@@ -83,13 +87,13 @@ func (c *Config) Validate() error { return c.validate(true) }
 func (c *Config) checkControllers() error {
 	for _, n := range c.Controllers {
 		switch n {
-		case ControllerSelection:
+		case ControllerSelection, ControllerEgressIP:
 		case ControllerTranslation:
 			if c.Mode != ModeCentral {
 				return fmt.Errorf("controller %q needs the central mode: in interconnect each node agent translates its zone", n)
 			}
 		default:
-			return fmt.Errorf("unknown controller %q (want %s or %s)", n, ControllerSelection, ControllerTranslation)
+			return fmt.Errorf("unknown controller %q (want %s, %s or %s)", n, ControllerSelection, ControllerTranslation, ControllerEgressIP)
 		}
 	}
 	return nil
@@ -97,7 +101,7 @@ func (c *Config) checkControllers() error {
 
 // runs reports whether the controller named n is to run.
 func (c *Config) runs(n string) bool {
-	return len(c.Controllers) == 0 || slices.Contains(c.Controllers, n)
+	return (len(c.Controllers) == 0 && n != ControllerEgressIP) || slices.Contains(c.Controllers, n)
 }
 
 // validate checks the configuration and fills defaults; needNB: the NB
@@ -158,9 +162,11 @@ type Master struct {
 	nb      client.Client
 	sync    *nbsync.Controller
 	sel     *selection.Controller
+	eip     *egressip.Controller // nil unless Config.Controllers names it
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
 	repInf  kubeinformers.SharedInformerFactory // the report ConfigMaps (translation only)
+	eipInf  eipinformers.SharedInformerFactory  // EgressIPs (the egressip controller only)
 	closeNB bool                                // the master made nb (New) and closes it
 	// stopEvents flushes and stops the Event recorder the master made.
 	stopEvents func()
@@ -175,6 +181,7 @@ type Master struct {
 type Clients struct {
 	Kube     kubernetes.Interface
 	Egress   egressclient.Interface
+	EgressIP eipclient.Interface // needed only by ControllerEgressIP
 	NB       client.Client
 	Recorder record.EventRecorder
 }
@@ -193,6 +200,10 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 	if err != nil {
 		return nil, fmt.Errorf("egressservice client: %w", err)
 	}
+	eip, err := eipclient.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("egressip client: %w", err)
+	}
 	if cfg.Mode == ModeAuto {
 		if cfg.Mode, err = DetectMode(ctx, kube, cfg.Sync.Translate.JoinSubnets); err != nil {
 			return nil, err
@@ -208,7 +219,7 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 		return nil, err
 	}
 	leader := instrument(&cfg, cfg.Observe) // before the NB client: it registers its metrics
-	cl := Clients{Kube: kube, Egress: egress}
+	cl := Clients{Kube: kube, Egress: egress, EgressIP: eip}
 	if cfg.Mode == ModeCentral {
 		if cl.NB, err = ovn.ConnectNB(ctx, cfg.NB, log); err != nil {
 			return nil, err
@@ -266,6 +277,9 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 	if err == nil && cfg.runs(ControllerSelection) {
 		m.sel, err = selection.New(cfg.Select, log.WithField("controller", "selection"), cl.Kube, cl.Egress, m.kubeInf, m.egInf, recorder)
 	}
+	if err == nil {
+		err = m.buildEgressIP(cfg, cl.EgressIP, log, recorder)
+	}
 	if err != nil {
 		stopEvents()
 		return nil, err
@@ -296,6 +310,9 @@ func (m *Master) Run(ctx context.Context) error {
 	if m.repInf != nil {
 		defer m.repInf.Shutdown()
 	}
+	if m.eipInf != nil {
+		defer m.eipInf.Shutdown()
+	}
 	// Shutdown waits for the informers, which stop only when their context
 	// does: cancel it first (deferred last), also when Run returns because
 	// the Lease was lost and the process's own context is still alive —
@@ -306,6 +323,9 @@ func (m *Master) Run(ctx context.Context) error {
 	m.egInf.Start(ctx.Done())
 	if m.repInf != nil {
 		m.repInf.Start(ctx.Done())
+	}
+	if m.eipInf != nil {
+		m.eipInf.Start(ctx.Done())
 	}
 	if !m.cfg.LeaderElection.Enabled {
 		return m.lead(ctx)
@@ -423,6 +443,9 @@ func (m *Master) controllers() []runner {
 	}
 	if m.sync != nil {
 		out = append(out, m.sync)
+	}
+	if m.eip != nil {
+		out = append(out, m.eip)
 	}
 	return out
 }
