@@ -2,7 +2,10 @@ package master_test
 
 import (
 	"context"
+	"errors"
+	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,7 +131,9 @@ func TestLostLeaseEndsTheProcess(t *testing.T) {
 
 // TestEgressIPControllerIsOptIn: the master runs the EgressIP controller
 // only when --controllers names it; then an EgressIP gets status.items on
-// the one egress-assignable node.
+// an egress-assignable node, the health checks probe that node although it
+// hosts no EgressService, and when it stops answering the IP moves to the
+// other egress node.
 func TestEgressIPControllerIsOptIn(t *testing.T) {
 	c := newCluster(t)
 	def, stopDef := c.start(c.config("eip-default"), kube.Config)
@@ -138,23 +143,26 @@ func TestEgressIPControllerIsOptIn(t *testing.T) {
 	stopDef()
 
 	nodes := kube.Client.CoreV1().Nodes()
-	label := func(value *string) {
+	label := func(node string, on bool) {
 		patch := `{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":null}}}`
-		if value != nil {
-			patch = `{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":"` + *value + `"}}}`
+		if on {
+			patch = `{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":""}}}`
 		}
-		if _, err := nodes.Patch(context.Background(), "node2", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if _, err := nodes.Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	empty := ""
-	label(&empty)
-	t.Cleanup(func() { label(nil) })
+	for _, n := range []string{"node2", "node3"} {
+		label(n, true)
+		t.Cleanup(func() { label(n, false) })
+	}
+	prober := &deadNodes{dead: map[string]bool{}, probed: map[string]bool{}}
 	cfg := c.config("eip-named")
-	cfg.Controllers = []string{master.ControllerEgressIP}
+	cfg.Controllers = []string{master.ControllerSelection, master.ControllerEgressIP}
+	cfg.Select = selection.Config{HealthInterval: 50 * time.Millisecond, Prober: prober}
 	m, _ := c.start(cfg, kube.Config)
-	if m.EgressIP() == nil || m.Select() != nil || m.Sync() != nil {
-		t.Fatalf("controllers: egressip=%v select=%v sync=%v; want egressip only", m.EgressIP() != nil, m.Select() != nil, m.Sync() != nil)
+	if m.EgressIP() == nil || m.Select() == nil || m.Sync() != nil {
+		t.Fatalf("controllers: egressip=%v select=%v sync=%v; want egressip and selection", m.EgressIP() != nil, m.Select() != nil, m.Sync() != nil)
 	}
 	eips, err := eipclient.NewForConfig(kube.Config)
 	if err != nil {
@@ -166,8 +174,38 @@ func TestEgressIPControllerIsOptIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = eips.K8sV1().EgressIPs().Delete(context.Background(), "opt-in", metav1.DeleteOptions{}) })
-	c.eventually("status.items on node2", func() bool {
-		got, err := eips.K8sV1().EgressIPs().Get(context.Background(), "opt-in", metav1.GetOptions{})
-		return err == nil && len(got.Status.Items) == 1 && got.Status.Items[0] == egressipv1.EgressIPStatusItem{Node: "node2", EgressIP: "172.18.0.250"}
-	})
+	on := func(node string) func() bool {
+		return func() bool {
+			got, err := eips.K8sV1().EgressIPs().Get(context.Background(), "opt-in", metav1.GetOptions{})
+			return err == nil && len(got.Status.Items) == 1 && got.Status.Items[0] == egressipv1.EgressIPStatusItem{Node: node, EgressIP: "172.18.0.250"}
+		}
+	}
+	c.eventually("status.items on node2", on("node2"))
+	c.eventually("node2 probed", func() bool { return prober.wasProbed("node2") })
+	prober.kill("node2")
+	c.eventually("status.items on node3 once node2 stops answering", on("node3"))
+}
+
+// deadNodes answers every probe but those of the nodes killed.
+type deadNodes struct {
+	mu           sync.Mutex
+	dead, probed map[string]bool
+}
+
+func (p *deadNodes) Probe(_ context.Context, node string, _ []netip.Addr) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.probed[node] = true
+	if p.dead[node] {
+		return errors.New("no answer")
+	}
+	return nil
+}
+
+func (p *deadNodes) kill(node string) { p.mu.Lock(); p.dead[node] = true; p.mu.Unlock() }
+
+func (p *deadNodes) wasProbed(node string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.probed[node]
 }

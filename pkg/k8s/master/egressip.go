@@ -4,11 +4,14 @@ import (
 	"fmt"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/record"
 
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/egressip"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // ControllerEgressIP assigns the IPs of EgressIP objects to nodes and
@@ -26,9 +29,40 @@ func (m *Master) buildEgressIP(cfg Config, c eipclient.Interface, log *logrus.En
 		return fmt.Errorf("controller %q needs the EgressIP client", ControllerEgressIP)
 	}
 	m.eipInf = informer.EgressIP(c)
+	ecfg := egressip.Config{Work: cfg.Sync.Work}
+	if m.sel != nil {
+		ecfg.Unreachable = m.sel.Unreachable
+	}
 	var err error
-	m.eip, err = egressip.New(egressip.Config{Work: cfg.Sync.Work}, log.WithField("controller", "egressip"), c, m.kubeInf, m.eipInf, recorder)
+	m.eip, err = egressip.New(ecfg, log.WithField("controller", "egressip"), c, m.kubeInf, m.eipInf, recorder)
 	return err
+}
+
+// probeEgressNodes has host selection's health checks probe the
+// egress-assignable nodes too, and tell the EgressIP controller of every
+// verdict change, when both controllers run: one prober, one drain rule.
+func (m *Master) probeEgressNodes(cfg *Config) {
+	if !cfg.runs(ControllerEgressIP) {
+		return
+	}
+	nodes := m.kubeInf.Core().V1().Nodes().Lister()
+	cfg.Select.AlsoProbe = func() []string {
+		sel := labels.SelectorFromSet(nil)
+		if req, err := labels.NewRequirement(translate.LabelEgressAssignable, selection.Exists, nil); err == nil {
+			sel = sel.Add(*req)
+		}
+		list, _ := nodes.List(sel)
+		out := make([]string, 0, len(list))
+		for _, n := range list {
+			out = append(out, n.Name)
+		}
+		return out
+	}
+	cfg.Select.OnReachability = func(string, bool) {
+		if m.eip != nil {
+			m.eip.Enqueue()
+		}
+	}
 }
 
 // EgressIP exposes the EgressIP controller (tests); nil unless

@@ -275,6 +275,7 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 		m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), cl.NB, m.kubeInf, m.egInf, recorder)
 	}
 	if err == nil && cfg.runs(ControllerSelection) {
+		m.probeEgressNodes(&cfg)
 		m.sel, err = selection.New(cfg.Select, log.WithField("controller", "selection"), cl.Kube, cl.Egress, m.kubeInf, m.egInf, recorder)
 	}
 	if err == nil {

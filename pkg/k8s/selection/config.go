@@ -61,6 +61,11 @@ type Config struct {
 	// Failovers, when set, is told of every service drained off an
 	// unreachable host, with that host's last answered probe.
 	Failovers Failovers
+	// AlsoProbe, when set, names more nodes to health-check besides the
+	// hosts (the EgressIP controller's egress nodes), and OnReachability is
+	// told of every verdict change, after the hosts' drain is enqueued.
+	AlsoProbe      func() []string
+	OnReachability func(node string, reachable bool)
 }
 
 // Failovers follows drained services until their rows are repointed.

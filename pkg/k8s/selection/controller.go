@@ -225,6 +225,11 @@ func (c *Controller) probeTargets(unreachable map[string]bool) map[string][]neti
 	for n := range unreachable {
 		names[n] = true
 	}
+	if c.cfg.AlsoProbe != nil {
+		for _, n := range c.cfg.AlsoProbe() {
+			names[n] = true
+		}
+	}
 	out := map[string][]netip.Addr{}
 	for name := range names {
 		n, err := c.nodeLister.Get(name)
@@ -250,9 +255,21 @@ func (c *Controller) probeTargets(unreachable map[string]bool) map[string][]neti
 func (c *Controller) reachabilityChanged(node string, reachable bool) {
 	if reachable {
 		c.enqueueHostedOn("")
-		return
+	} else {
+		c.enqueueHostedOn(node)
 	}
-	c.enqueueHostedOn(node)
+	if c.cfg.OnReachability != nil {
+		c.cfg.OnReachability(node, reachable)
+	}
+}
+
+// Unreachable returns the nodes the health checks find unreachable now
+// (empty when health checks are off).
+func (c *Controller) Unreachable() map[string]bool {
+	if c.health == nil {
+		return map[string]bool{}
+	}
+	return c.health.snapshot()
 }
 
 // Stats returns the counters so far.
