@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -229,5 +230,74 @@ func TestParseEgressIPNode(t *testing.T) {
 	delete(n.Labels, translate.LabelEgressAssignable)
 	if translate.ParseEgressIPNode(n, true).Assignable {
 		t.Error("a node without the label is assignable")
+	}
+}
+
+func TestSelectEgressIPPods(t *testing.T) {
+	subnets := []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/48")}
+	ns := func(name string, kv ...string) *corev1.Namespace {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			n.Labels[kv[i]] = kv[i+1]
+		}
+		return n
+	}
+	pod := func(namespace, name string, mutate func(*corev1.Pod), ips ...string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app": "web"}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		for _, ip := range ips {
+			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+		}
+		if mutate != nil {
+			mutate(p)
+		}
+		return p
+	}
+	namespaces := []*corev1.Namespace{ns("prod", "env", "prod"), ns("prod2", "env", "prod"), ns("dev", "env", "dev")}
+	pods := []*corev1.Pod{
+		pod("prod", "a", nil, "10.244.1.5", "fd00:10:244:1::5"),
+		pod("prod2", "b", nil, "10.244.2.7"),
+		pod("prod", "db", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "db"} }, "10.244.1.9"),
+		pod("dev", "c", nil, "10.244.3.4"),
+		pod("prod", "host", func(p *corev1.Pod) { p.Spec.HostNetwork = true }, "172.18.0.2"),
+		pod("prod", "done", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, "10.244.1.6"),
+		pod("prod", "failed", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, "10.244.1.8"),
+		pod("prod", "pending", func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }, "10.244.1.10"),
+		pod("prod", "outside", nil, "192.168.1.1"),
+	}
+	render := func(got translate.EgressIPPods) string {
+		var out []string
+		for _, f := range []ipfamily.Family{ipfamily.V4, ipfamily.V6} {
+			for _, a := range got[f] {
+				out = append(out, a.String())
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct {
+		name     string
+		spec     egressipv1.EgressIPSpec
+		want     string
+		problems int
+	}{
+		{"namespaces only", egressipv1.EgressIPSpec{NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}},
+			"10.244.1.5 10.244.1.9 10.244.1.10 10.244.2.7 fd00:10:244:1::5", 0},
+		{"and a pod selector", egressipv1.EgressIPSpec{NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+			"10.244.1.5 10.244.1.10 10.244.2.7 fd00:10:244:1::5", 0},
+		{"an empty namespace selector selects every namespace", egressipv1.EgressIPSpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+			"10.244.1.9", 0},
+		{"an invalid selector selects nothing, with a problem", egressipv1.EgressIPSpec{NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}},
+			"", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, problems := translate.SelectEgressIPPods(&egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "e"}, Spec: tc.spec}, namespaces, pods, subnets)
+			if s := render(got); s != tc.want {
+				t.Errorf("selected %q, want %q", s, tc.want)
+			}
+			if len(problems) != tc.problems || (tc.problems > 0 && problems[0].Reason != translate.ReasonInvalidSelector) {
+				t.Errorf("problems %v, want %d InvalidSelector", problems, tc.problems)
+			}
+		})
 	}
 }
