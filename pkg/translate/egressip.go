@@ -35,6 +35,10 @@ type EgressIPNode struct {
 	// Ready, Reachable (health checks) and Assignable (the label) must all
 	// hold for the node to take an IP.
 	Ready, Reachable, Assignable bool
+	// Recovering: the node answers again after being unreachable and is in
+	// its hold-down — a candidate only when no other node can take the IP,
+	// so a flapping node does not draw IPs (it keeps those it holds).
+	Recovering bool
 	// Primary are the networks of the node's primary interface
 	// (k8s.ovn.org/node-primary-ifaddr, one per family).
 	Primary []netip.Prefix
@@ -123,8 +127,9 @@ func (r EgressIPResult) Changed(es *egressipv1.EgressIP) bool {
 
 // AssignEgressIPs assigns every IP of every EgressIP to at most one node:
 // Ready, reachable, labelled egress-assignable, with a network that
-// contains the IP; one IP of an object per node; the node holding the
-// fewest IPs first, ties by name. Assignments are sticky: an IP whose
+// contains the IP; one IP of an object per node; a node in its health
+// hold-down only when no other can; the node holding the fewest IPs first,
+// ties by name. Assignments are sticky: an IP whose
 // current node is still eligible stays on it. An IP equal to a node's own
 // address, held by another EgressIP, or no address at all is refused, and
 // every IP left unassigned is a Problem saying why in one line. Objects are
@@ -252,6 +257,15 @@ func (a *assigner) holds(obj, node string) bool {
 	return false
 }
 
+// better reports whether node n is a better choice than b: not
+// recovering first, then the fewest IPs (names break ties by order).
+func (a *assigner) better(n, b string) bool {
+	if rn, rb := a.in.Nodes[n].Recovering, a.in.Nodes[b].Recovering; rn != rb {
+		return rb
+	}
+	return a.load[n] < a.load[b]
+}
+
 func (a *assigner) place(obj string, ip netip.Addr, node string) {
 	if a.at[obj] == nil {
 		a.at[obj] = map[netip.Addr]string{}
@@ -274,7 +288,7 @@ func (a *assigner) best(obj string, ip netip.Addr) (string, string) {
 			whys["already holds another IP of this EgressIP"]++
 			continue
 		}
-		if best == "" || a.load[name] < a.load[best] {
+		if best == "" || a.better(name, best) {
 			best = name
 		}
 	}

@@ -56,6 +56,7 @@ func TestAssignEgressIPs(t *testing.T) {
 	notReady := func(n *translate.EgressIPNode) { n.Ready = false }
 	unreachable := func(n *translate.EgressIPNode) { n.Reachable = false }
 	unlabelled := func(n *translate.EgressIPNode) { n.Assignable = false }
+	recovering := func(n *translate.EgressIPNode) { n.Recovering = true }
 	otherNet := func(n *translate.EgressIPNode) { n.Primary = []netip.Prefix{netip.MustParsePrefix("192.168.10.0/24")} }
 	secondary := func(n *translate.EgressIPNode) {
 		n.HostNetworks = []netip.Prefix{netip.MustParsePrefix("192.168.20.0/24")}
@@ -91,6 +92,18 @@ func TestAssignEgressIPs(t *testing.T) {
 			eips:  []*egressipv1.EgressIP{eip("a", []string{"172.18.0.100"}, "172.18.0.100", "node1"), eip("b", []string{"172.18.0.101"})},
 			nodes: nodesOf(eipNode("node1", 1), eipNode("node2", 2)),
 			want:  map[string]string{"a": "172.18.0.100@node1", "b": "172.18.0.101@node2"},
+		},
+		{
+			name:  "a node in its hold-down is a last resort: the loaded steady node wins, and it keeps what it holds",
+			eips:  []*egressipv1.EgressIP{eip("a", []string{"172.18.0.100"}, "172.18.0.100", "node2"), eip("b", []string{"172.18.0.101"}, "172.18.0.101", "node1"), eip("c", []string{"172.18.0.102"})},
+			nodes: nodesOf(eipNode("node1", 1, recovering), eipNode("node2", 2)),
+			want:  map[string]string{"a": "172.18.0.100@node2", "b": "172.18.0.101@node1", "c": "172.18.0.102@node2"},
+		},
+		{
+			name:  "a node in its hold-down takes an IP no other node can",
+			eips:  []*egressipv1.EgressIP{eip("a", []string{"172.18.0.100", "172.18.0.101"})},
+			nodes: nodesOf(eipNode("node1", 1, recovering), eipNode("node2", 2)),
+			want:  map[string]string{"a": "172.18.0.100@node2 172.18.0.101@node1"},
 		},
 		{
 			name:  "sticky: a valid assignment stays even where a less loaded node exists",

@@ -43,6 +43,9 @@ type Config struct {
 	// Unreachable, when set, returns the nodes the health checks found
 	// unreachable now (nil: every node counts as reachable).
 	Unreachable func() map[string]bool
+	// Recovering, when set, returns the nodes in their health hold-down
+	// (answering again after being unreachable): candidates of last resort.
+	Recovering func() map[string]bool
 	// Work, when set, records the worker's syncs, queue and errors.
 	Work *controller.Metrics
 }
@@ -156,13 +159,17 @@ func (c *Controller) sync(ctx context.Context, _ []string) error {
 	if err != nil {
 		return err
 	}
-	var unreachable map[string]bool
+	var unreachable, recovering map[string]bool
 	if c.cfg.Unreachable != nil {
 		unreachable = c.cfg.Unreachable()
+	}
+	if c.cfg.Recovering != nil {
+		recovering = c.cfg.Recovering()
 	}
 	in := translate.EgressIPInput{EgressIPs: eips, Nodes: map[string]*translate.EgressIPNode{}}
 	for _, n := range nodes {
 		in.Nodes[n.Name] = translate.ParseEgressIPNode(n, !unreachable[n.Name])
+		in.Nodes[n.Name].Recovering = recovering[n.Name]
 	}
 	res := translate.AssignEgressIPs(in)
 	var errs []error

@@ -31,7 +31,7 @@ func (m *Master) buildEgressIP(cfg Config, c eipclient.Interface, log *logrus.En
 	m.eipInf = informer.EgressIP(c)
 	ecfg := egressip.Config{Work: cfg.Sync.Work}
 	if m.sel != nil {
-		ecfg.Unreachable = m.sel.Unreachable
+		ecfg.Unreachable, ecfg.Recovering = m.sel.Unreachable, m.sel.Recovering
 	}
 	var err error
 	m.eip, err = egressip.New(ecfg, log.WithField("controller", "egressip"), c, m.kubeInf, m.eipInf, recorder)

@@ -272,6 +272,10 @@ func (c *Controller) Unreachable() map[string]bool {
 	return c.health.snapshot()
 }
 
+// Recovering returns the reachable nodes still in their hold-down after
+// being unreachable.
+func (c *Controller) Recovering() map[string]bool { return c.health.recovering() }
+
 // Stats returns the counters so far.
 func (c *Controller) Stats() Stats {
 	c.statsMu.Lock()
