@@ -176,11 +176,10 @@ func AssignEgressIPs(in EgressIPInput) EgressIPResult {
 	// counted) before any new one is placed.
 	for _, eip := range objs {
 		for _, it := range eip.Status.Items {
-			ip, err := netip.ParseAddr(it.EgressIP)
-			if err != nil {
+			ip, ok := statusIP(it)
+			if !ok {
 				continue
 			}
-			ip = ipfamily.Canonical(ip)
 			n := in.Nodes[it.Node]
 			if a.owner[ip] != eip.Name || n == nil || n.eligible(ip) != "" || a.at[eip.Name][ip] != "" || a.holds(eip.Name, it.Node) {
 				continue
@@ -225,11 +224,10 @@ type assigner struct {
 func (a *assigner) claim(objs []*egressipv1.EgressIP, res *EgressIPResult) {
 	for _, eip := range objs {
 		for _, it := range eip.Status.Items {
-			ip, err := netip.ParseAddr(it.EgressIP)
-			if err != nil {
+			ip, ok := statusIP(it)
+			if !ok {
 				continue
 			}
-			ip = ipfamily.Canonical(ip)
 			if a.owner[ip] == "" && slices.Contains(a.wanted[eip.Name], ip) {
 				a.owner[ip] = eip.Name
 			}
@@ -246,6 +244,13 @@ func (a *assigner) claim(objs []*egressipv1.EgressIP, res *EgressIPResult) {
 			}
 		}
 	}
+}
+
+// statusIP is a status item's address, canonical; ok is false when the
+// item holds no address.
+func statusIP(it egressipv1.EgressIPStatusItem) (netip.Addr, bool) {
+	ip, err := netip.ParseAddr(it.EgressIP)
+	return ipfamily.Canonical(ip), err == nil
 }
 
 func (a *assigner) holds(obj, node string) bool {

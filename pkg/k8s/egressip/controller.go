@@ -13,7 +13,6 @@ package egressip
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -234,7 +233,7 @@ func (c *Controller) report(eips []*egressipv1.EgressIP, problems translate.Prob
 			n++
 		}
 	}
-	for name := range maps.Clone(c.reported) {
+	for name := range c.reported {
 		if !seen[name] {
 			delete(c.reported, name)
 		}

@@ -46,12 +46,12 @@ func (m *Master) probeEgressNodes(cfg *Config) {
 		return
 	}
 	nodes := m.kubeInf.Core().V1().Nodes().Lister()
+	assignable := labels.Everything()
+	if req, err := labels.NewRequirement(translate.LabelEgressAssignable, selection.Exists, nil); err == nil {
+		assignable = labels.NewSelector().Add(*req)
+	}
 	cfg.Select.AlsoProbe = func() []string {
-		sel := labels.SelectorFromSet(nil)
-		if req, err := labels.NewRequirement(translate.LabelEgressAssignable, selection.Exists, nil); err == nil {
-			sel = sel.Add(*req)
-		}
-		list, _ := nodes.List(sel)
+		list, _ := nodes.List(assignable)
 		out := make([]string, 0, len(list))
 		for _, n := range list {
 			out = append(out, n.Name)
