@@ -103,11 +103,7 @@ func (t *translator) emitSets() {
 		if t.in.Only != nil && !t.in.Only[key] {
 			continue // computed for the others' sake, not asked for
 		}
-		rs := t.memo.renderedSet(k, acc)
-		if rs == nil {
-			rs = t.render(k, acc)
-			t.memo.storeSet(k, acc, rs)
-		}
+		rs := t.memo.set(t, k, acc)
 		r := t.rows(key)
 		r.AddressSets = append(r.AddressSets, rs.set)
 		r.AddressSets = append(r.AddressSets, rs.natSets...)
@@ -122,6 +118,11 @@ type renderedSet struct {
 	policies []Policy
 	nats     []NAT
 	natSets  []AddressSet // with Config.NATMatch: one per service
+	// addrs are set's addresses, sorted as set.Addresses; patchable: no two
+	// contributions had an address in common and there are no natSets, so
+	// the next rendering may patch this one (Memo.set).
+	addrs     []netip.Addr
+	patchable bool
 }
 
 func (t *translator) render(k setKey, acc *setAcc) *renderedSet {
@@ -137,7 +138,9 @@ func (t *translator) render(k setKey, acc *setAcc) *renderedSet {
 	}
 	ids := ownerIDs(k.owner, k.node, k.family)
 	name := AddressSetName(ids[KeyID])
-	rs := &renderedSet{set: AddressSet{Name: name, Addresses: addrStrings(ips), ExternalIDs: ids}}
+	sorted := sortedAddrs(ips)
+	rs := &renderedSet{set: AddressSet{Name: name, Addresses: formatAddrs(sorted), ExternalIDs: ids}, addrs: sorted}
+	rs.patchable = len(sorted) == n && (nn == 0 || !cfg.NATMatch)
 	src := fmt.Sprintf("%s.src == $%s", k.family.OVNMatch(), name)
 	main := Policy{Router: ClusterRouter, Priority: cfg.ReroutePriority, Match: src, Action: ActionReroute,
 		Nexthops: []string{acc.nexthop.String()}, ExternalIDs: ownerIDs(k.owner, k.node, k.family, ActionReroute)}
@@ -161,10 +164,8 @@ func (t *translator) render(k setKey, acc *setAcc) *renderedSet {
 				nats[e.ep] = e
 			}
 		}
-		for ep, e := range nats {
-			ids := ownerIDs(OwnerNAT, k.node, k.family, ep.String())
-			ids[KeyService] = e.svc
-			rs.nats = append(rs.nats, NAT{Router: GatewayRouter(k.node), Type: "snat", ExternalIP: e.ext.String(), LogicalIP: ep.String(), ExternalIDs: ids})
+		for _, e := range nats {
+			rs.nats = append(rs.nats, endpointNAT(k, e))
 		}
 	}
 	return rs
@@ -281,11 +282,25 @@ func (t *translator) emitNodeIPs() {
 	}
 }
 
+// endpointNAT is the snat row of one endpoint (one row per endpoint, OVN
+// without NAT.match).
+func endpointNAT(k setKey, e natEntry) NAT {
+	ids := ownerIDs(OwnerNAT, k.node, k.family, e.ep.String())
+	ids[KeyService] = e.svc
+	return NAT{Router: GatewayRouter(k.node), Type: "snat", ExternalIP: e.ext.String(), LogicalIP: e.ep.String(), ExternalIDs: ids}
+}
+
 // addrStrings sorts the addresses (in place), drops duplicates and
 // formats them.
-func addrStrings(ips []netip.Addr) []string {
+func addrStrings(ips []netip.Addr) []string { return formatAddrs(sortedAddrs(ips)) }
+
+// sortedAddrs sorts the addresses in place and drops duplicates.
+func sortedAddrs(ips []netip.Addr) []netip.Addr {
 	slices.SortFunc(ips, func(a, b netip.Addr) int { return a.Compare(b) })
-	ips = slices.Compact(ips)
+	return slices.Compact(ips)
+}
+
+func formatAddrs(ips []netip.Addr) []string {
 	out := make([]string, len(ips))
 	for i, ip := range ips {
 		out[i] = ip.String()

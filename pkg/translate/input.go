@@ -164,6 +164,15 @@ type Input struct {
 	// Memo, optional, carries results between the translations of one
 	// caller to save work; the result is the same without it.
 	Memo *Memo
+	// Kept, with a Memo, are EgressServices whose result the Memo holds and
+	// the caller vouches for: Memo.Reusable accepted each with its current
+	// Service and endpoints, and none shares an endpoint address with
+	// another EgressService. Their Services and endpoints need not be in the
+	// maps above, and their problems are not reported again (Desired.Problems
+	// covers EgressServices only). A host's rows are complete when each of
+	// its EgressServices is in EgressServices or Kept. A Kept service the Memo
+	// no longer holds (its configuration changed) makes the result Stale.
+	Kept []*egressv1.EgressService
 	// ForeignClusterRoutes are the cluster subnets that already have a src-ip
 	// route on ovn_cluster_router written by someone else (ovn-kubernetes'
 	// egress features): the zone translation does not add its own then.

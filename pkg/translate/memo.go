@@ -55,6 +55,9 @@ type Memo struct {
 type MemoStats struct {
 	Services, ServicesReused int
 	Sets, SetsReused         int
+	// SetsPatched were rendered from the last rendering and the contributions
+	// that came and went, not afresh.
+	SetsPatched int
 }
 
 type memoService struct {
@@ -65,12 +68,6 @@ type memoService struct {
 	gw   GatewayInfo
 	gwOK bool
 	s    *service
-}
-
-type memoSet struct {
-	nexthop  netip.Addr
-	parts    []*contribution
-	rendered *renderedSet
 }
 
 // NewMemo returns an empty Memo.
@@ -119,19 +116,77 @@ func (m *Memo) service(t *translator, es *egressv1.EgressService) *service {
 	}
 	m.stats.Services++
 	e := m.services[es] // an informer's object: the same pointer while unchanged
-	if e == nil || e.svc != t.in.Services[e.key] || !sameSlice(e.eps, t.in.Endpoints[e.key]) {
+	if e == nil {
 		return nil
 	}
-	host := t.in.Nodes[es.Status.Host]
-	if !m.sameHost(e.host, host, e.key) {
+	gw, gwOK := t.in.Gateways[es.Status.Host]
+	if !m.reusable(e, t.in.Services[e.key], t.in.Endpoints[e.key], t.in.Nodes[es.Status.Host], gw, gwOK) {
 		return nil
+	}
+	m.stats.ServicesReused++
+	return e.s
+}
+
+// reusable reports whether a memoized service was computed from these very inputs.
+func (m *Memo) reusable(e *memoService, svc *corev1.Service, eps []Endpoint, host *NodeInfo, gw GatewayInfo, gwOK bool) bool {
+	if e.svc != svc || !sameSlice(e.eps, eps) || !m.sameHost(e.host, host, e.key) {
+		return false
 	}
 	e.host = host
-	if t.in.Config.Backend == BackendOVN {
-		gw, ok := t.in.Gateways[es.Status.Host]
-		if ok != e.gwOK || !gw.equal(e.gw) {
-			return nil
-		}
+	return m.cfg.Backend != BackendOVN || (gwOK == e.gwOK && gw.equal(e.gw))
+}
+
+// KeyOf returns the "namespace/name" of es when the Memo holds a result for
+// this very object.
+func (m *Memo) KeyOf(es *egressv1.EgressService) (string, bool) {
+	if m == nil {
+		return "", false
+	}
+	e := m.services[es]
+	if e == nil {
+		return "", false
+	}
+	return e.key, true
+}
+
+// Reuses reports whether a translation of in can take services from the
+// Memo (Input.Kept): same configuration as the last one, no zone.
+func (m *Memo) Reuses(in Input) bool {
+	return m != nil && in.Zone == "" && m.started && m.cfg.equal(in.Config)
+}
+
+// Reusable reports whether es can be given as Input.Kept: the Memo holds
+// its result computed from these very objects (the Service and endpoints
+// the caller has for it now, its host's parse and gateway facts).
+func (m *Memo) Reusable(es *egressv1.EgressService, svc *corev1.Service, eps []Endpoint, host *NodeInfo, gw GatewayInfo, gwOK bool) bool {
+	if m == nil {
+		return false
+	}
+	e := m.services[es]
+	if e == nil {
+		return false
+	}
+	if m.hosts == nil {
+		m.hosts = map[[2]*NodeInfo]bool{}
+	}
+	return m.reusable(e, svc, eps, host, gw, gwOK)
+}
+
+// kept returns the memoized service of an Input.Kept entry (nil: the Memo
+// does not hold it). The caller vouched for its Service and endpoints; its
+// host and gateway are checked again, being at hand.
+func (m *Memo) kept(t *translator, es *egressv1.EgressService) *service {
+	if m == nil {
+		return nil
+	}
+	m.stats.Services++
+	e := m.services[es]
+	if e == nil {
+		return nil
+	}
+	gw, gwOK := t.in.Gateways[es.Status.Host]
+	if !m.reusable(e, e.svc, e.eps, t.in.Nodes[es.Status.Host], gw, gwOK) {
+		return nil
 	}
 	m.stats.ServicesReused++
 	return e.s
@@ -175,9 +230,14 @@ func (m *Memo) sameHost(old, cur *NodeInfo, key string) bool {
 	return ok1 == ok2 && r1.Network == r2.Network && r1.Endpoints == r2.Endpoints && slices.Equal(r1.IngressIPs, r2.IngressIPs)
 }
 
-// store keeps a freshly computed service.
+// store keeps a freshly computed service, or forgets what was kept of it
+// when its result is not memoizable.
 func (m *Memo) store(t *translator, s *service) {
 	if m == nil {
+		return
+	}
+	if !s.memoizable {
+		m.Forget(s.key)
 		return
 	}
 	c := *s
@@ -188,27 +248,6 @@ func (m *Memo) store(t *translator, s *service) {
 		delete(m.services, old)
 	}
 	m.services[s.es], m.byKey[s.key] = e, s.es
-}
-
-// renderedSet returns the rows rendered last time for this set when its
-// contributions are the same ones.
-func (m *Memo) renderedSet(k setKey, acc *setAcc) *renderedSet {
-	if m == nil {
-		return nil
-	}
-	m.stats.Sets++
-	e := m.sets[k]
-	if e == nil || e.nexthop != acc.nexthop || !slices.Equal(e.parts, acc.parts) {
-		return nil
-	}
-	m.stats.SetsReused++
-	return e.rendered
-}
-
-func (m *Memo) storeSet(k setKey, acc *setAcc, rs *renderedSet) {
-	if m != nil {
-		m.sets[k] = &memoSet{nexthop: acc.nexthop, parts: acc.parts, rendered: rs}
-	}
 }
 
 // sameSlice reports whether a and b are the same slice (not just equal).

@@ -36,6 +36,7 @@ func newMemoWorld(seed uint64) *memoWorld {
 	m.nodes = 6
 	if r.IntN(2) == 0 {
 		m.in.Config.Backend = BackendOVN
+		m.in.Config.NATMatch = r.IntN(3) == 0 // OVN ≥ 24.09
 	}
 	if r.IntN(3) == 0 {
 		m.in.Config.UnassignedTraffic = UnassignedDrop

@@ -26,6 +26,9 @@ type Desired struct {
 	// handed over (their ovn-egress external_ids removed), not deleted:
 	// ovn-kubernetes relies on them (Input.ClusterRouteShared).
 	ReleaseClusterRoutes bool
+	// Stale: a service of Input.Kept was not in the Memo; the rows are
+	// incomplete and must not be applied. Translate again without Kept.
+	Stale bool
 }
 
 // Keys returns the keys that have rows, sorted.
@@ -162,9 +165,22 @@ func Translate(in Input) *Desired {
 		case modeNetwork:
 			t.addNetwork(s)
 		}
-		if !s.fromMemo && s.memoizable {
-			t.memo.store(t, s)
+		if !s.fromMemo {
+			t.memo.store(t, s) // or drop what it held, when not memoizable
 		}
+	}
+	// Kept services share no endpoint (they take no part in conflicts) and
+	// are hosted (Network mode is never memoized): only their contributions.
+	for _, es := range in.Kept {
+		s := t.memo.kept(t, es)
+		if s == nil {
+			t.d.Stale = true
+			continue
+		}
+		for _, c := range s.parts {
+			t.add(c, true)
+		}
+		svcs = append(svcs, s)
 	}
 	if in.Config.UnassignedTraffic == UnassignedDrop {
 		t.addUnassigned(svcs)

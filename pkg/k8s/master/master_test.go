@@ -323,3 +323,39 @@ func TestOwnWritesAreNotSyncedAgainButDriftIs(t *testing.T) {
 		c.eventually("repaired after "+drift[0], func() bool { return c.setAddresses("node2") == want })
 	}
 }
+
+// TestAMoveTranslatesTheMovedServices: with 20 services on node2, moving
+// two of them to node3 translates those two and keeps the other 18 (their
+// objects are not read again, their addresses stay in node2's set); an
+// endpoint change of a kept service is still seen.
+func TestAMoveTranslatesTheMovedServices(t *testing.T) {
+	c := newCluster(t)
+	var all []string
+	for i := range 20 {
+		name, ep := fmt.Sprintf("web%02d", i), fmt.Sprintf("10.244.1.%d", 10+i)
+		kube.CreateLoadBalancer(t, c.ns, name, []string{"172.18.0.100"}, ep+"@node1")
+		kube.SetHost(t, c.ns, name, "node2")
+		all = append(all, `"`+ep+`"`)
+	}
+	cfg := c.config("move")
+	cfg.Sync.Translate.AssumeAgentsReady = true
+	m, _ := c.start(cfg, kube.Config)
+	c.eventually("node2's set", func() bool { return c.setAddresses("node2") == "["+strings.Join(all, ", ")+"]" })
+	c.eventually("idle", m.Sync().Idle)
+	before := m.Sync().Stats()
+	kube.SetHost(t, c.ns, "web00", "node3")
+	kube.SetHost(t, c.ns, "web01", "node3")
+	c.eventually("node3's set", func() bool { return c.setAddresses("node3") == `["10.244.1.10", "10.244.1.11"]` })
+	c.eventually("node2's set", func() bool { return c.setAddresses("node2") == "["+strings.Join(all[2:], ", ")+"]" })
+	c.eventually("idle", m.Sync().Idle)
+	after := m.Sync().Stats()
+	if fresh := (after.Services - after.Kept) - (before.Services - before.Kept); fresh > 4 || after.Kept-before.Kept < 18 {
+		t.Errorf("two moves: %d services translated afresh and %d kept, want at most 4 (each move may take two syncs) and at least 18",
+			fresh, after.Kept-before.Kept)
+	}
+	kube.SetEndpoints(t, c.ns, "web05", "10.244.1.99@node1")
+	c.eventually("a kept service's new endpoint", func() bool {
+		got := c.setAddresses("node2")
+		return strings.Contains(got, `"10.244.1.99"`) && !strings.Contains(got, `"10.244.1.15"`)
+	})
+}

@@ -165,6 +165,9 @@ type SyncStats struct {
 	Errors       int
 	// Blocked counts the syncs that wrote nothing because of a standoff.
 	Blocked int
+	// Services counts the EgressServices the syncs translated, Kept those of
+	// them whose last result was reused without reading their objects again.
+	Services, Kept int
 }
 
 // New wires the controller to the informer factories (not yet started) and a

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
@@ -21,7 +22,14 @@ import (
 // the EgressServices sharing an endpoint address with them (conflicts are
 // decided across hosts), their Services and EndpointSlices, every Node, the
 // GR facts of the nodes and the current members of the keys' address sets.
-func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translate.Input, error) {
+//
+// With reuse, an EgressService whose result translation's Memo holds for
+// the very objects it has now (its Service and endpoints clean in the
+// service cache, its host and gateway the same) goes to Input.Kept and
+// costs a few lookups: a drain then costs the services that moved, not every
+// service of every host they moved onto. A service that shares an endpoint
+// address with another is never kept.
+func (c *Controller) gather(ctx context.Context, keys []translate.Key, reuse bool) (translate.Input, error) {
 	// Input.EndpointSlices stays empty: the parsed Endpoints are given.
 	in := translate.Input{
 		Config:  c.cfg.Translate,
@@ -42,14 +50,43 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 			hosts[k.Node()] = true
 		}
 	}
-	seen := map[string]*egressv1.EgressService{}
+	nodes, err := c.parsedNodes()
+	if err != nil {
+		return in, err
+	}
+	in.Nodes = nodes
+	names := make([]string, 0, len(hosts))
+	for h := range hosts {
+		if h != egressv1.HostAll {
+			names = append(names, h)
+		}
+	}
+	if err := ovn.Facts(ctx, c.nb, &in, keys, names); err != nil {
+		return in, err
+	}
+	reuse = reuse && c.memo.Reuses(in)
+	cs := newCandidates()
+	consider := func(es *egressv1.EgressService) {
+		if reuse {
+			if key, ok := c.memo.KeyOf(es); ok {
+				if e, clean := c.services.peek(key); clean {
+					gw, gwOK := in.Gateways[es.Status.Host]
+					if c.memo.Reusable(es, e.svc, e.eps, in.Nodes[es.Status.Host], gw, gwOK) {
+						cs.put(cs.kept, key, es)
+						return
+					}
+				}
+			}
+		}
+		cs.put(cs.seen, translate.EgressServiceKey(es), es)
+	}
 	if all {
 		list, err := c.esLister.List(labels.Everything())
 		if err != nil {
 			return in, err
 		}
 		for _, es := range list {
-			seen[translate.EgressServiceKey(es)] = es
+			consider(es)
 		}
 	} else {
 		for h := range hosts {
@@ -58,45 +95,24 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 				return in, fmt.Errorf("index egressservices by host: %w", err)
 			}
 			for _, o := range objs {
-				es := o.(*egressv1.EgressService)
-				seen[translate.EgressServiceKey(es)] = es
+				consider(o.(*egressv1.EgressService))
 			}
 		}
 	}
-	// Services sharing an endpoint address decide conflicts together: add
-	// them until no new one appears. Only addresses in more than one slice
-	// can join services (the slice handlers keep that set), so the usual
-	// case, no shared address, costs nothing here.
-	for grown := true; grown; {
-		grown = false
-		for _, addr := range c.shared.list() {
-			objs, _ := c.sliceIndex.ByIndex(controller.IndexByAddress, addr)
-			in := false
-			for _, o := range objs {
-				s := o.(*discoveryv1.EndpointSlice)
-				if seen[s.Namespace+"/"+s.Labels[discoveryv1.LabelServiceName]] != nil {
-					in = true
-				}
-			}
-			if !in {
-				continue
-			}
-			for _, o := range objs {
-				s := o.(*discoveryv1.EndpointSlice)
-				name := s.Labels[discoveryv1.LabelServiceName]
-				okey := s.Namespace + "/" + name
-				if seen[okey] != nil {
-					continue
-				}
-				if es, err := c.esLister.EgressServices(s.Namespace).Get(name); err == nil {
-					seen[okey], grown = es, true
-				}
-			}
-		}
+	if err := cs.settle(func(ns, name string) (*egressv1.EgressService, error) {
+		return c.esLister.EgressServices(ns).Get(name)
+	}); err != nil {
+		return in, err
 	}
+	seen, kept := cs.seen, cs.kept
+	c.addSharing(seen, kept)
 	// The worker alone gathers, and nothing keeps an Input after its sync:
 	// the maps are reused, sparing a large sync their allocation.
 	in.EgressServices = make([]*egressv1.EgressService, 0, len(seen))
+	in.Kept = make([]*egressv1.EgressService, 0, len(kept))
+	for _, es := range kept {
+		in.Kept = append(in.Kept, es)
+	}
 	clear(c.scratch.services)
 	clear(c.scratch.endpoints)
 	clear(c.scratch.slices)
@@ -113,18 +129,89 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key) (translat
 			in.EndpointSlices[key] = e.slices // for the addresses eps left out (MisplacedEndpoints)
 		}
 	}
-	nodes, err := c.parsedNodes()
-	if err != nil {
-		return in, err
+	return in, nil
+}
+
+// candidates are the EgressServices a gather found, to translate (seen) or
+// to keep (kept), by key. The host index is read once per host while the
+// informer moves objects between hosts: a service that moved meanwhile can
+// be found twice, as its old object and its new one. settle gives such a
+// key its current object, translated afresh.
+type candidates struct {
+	seen, kept map[string]*egressv1.EgressService
+	twice      []string
+}
+
+func newCandidates() *candidates {
+	return &candidates{seen: map[string]*egressv1.EgressService{}, kept: map[string]*egressv1.EgressService{}}
+}
+
+// put adds es to m (seen or kept) unless its key was found before.
+func (cs *candidates) put(m map[string]*egressv1.EgressService, key string, es *egressv1.EgressService) {
+	if cs.seen[key] != nil || cs.kept[key] != nil {
+		cs.twice = append(cs.twice, key)
+		return
 	}
-	in.Nodes = nodes
-	names := make([]string, 0, len(hosts))
-	for h := range hosts {
-		if h != egressv1.HostAll {
-			names = append(names, h)
+	m[key] = es
+}
+
+// settle reads the keys found twice again with get (a lister's Get).
+func (cs *candidates) settle(get func(ns, name string) (*egressv1.EgressService, error)) error {
+	for _, key := range cs.twice {
+		delete(cs.kept, key)
+		ns, name, _ := strings.Cut(key, "/")
+		es, err := get(ns, name)
+		switch {
+		case apierrors.IsNotFound(err):
+			delete(cs.seen, key)
+		case err != nil:
+			return fmt.Errorf("get egressservice %s: %w", key, err)
+		default:
+			cs.seen[key] = es
 		}
 	}
-	return in, ovn.Facts(ctx, c.nb, &in, keys, names)
+	cs.twice = nil
+	return nil
+}
+
+// addSharing adds to seen the EgressServices sharing an endpoint address
+// with one in seen or kept, until no new one appears, and takes any such
+// service out of kept: conflicts are decided among given services. Only
+// addresses in more than one slice can join services (the slice handlers
+// keep that set), so the usual case, no shared address, costs nothing here.
+func (c *Controller) addSharing(seen, kept map[string]*egressv1.EgressService) {
+	for grown := true; grown; {
+		grown = false
+		for _, addr := range c.shared.list() {
+			objs, _ := c.sliceIndex.ByIndex(controller.IndexByAddress, addr)
+			in := false
+			for _, o := range objs {
+				s := o.(*discoveryv1.EndpointSlice)
+				key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+				if seen[key] != nil || kept[key] != nil {
+					in = true
+				}
+			}
+			if !in {
+				continue
+			}
+			for _, o := range objs {
+				s := o.(*discoveryv1.EndpointSlice)
+				name := s.Labels[discoveryv1.LabelServiceName]
+				okey := s.Namespace + "/" + name
+				if es := kept[okey]; es != nil {
+					delete(kept, okey)
+					seen[okey], grown = es, true
+				}
+				if seen[okey] != nil {
+					continue
+				}
+				if es, err := c.esLister.EgressServices(s.Namespace).Get(name); err == nil {
+					seen[okey], grown = es, true
+				}
+			}
+		}
+	}
 }
 
 func (c *Controller) slicesOf(svcKey string) ([]*discoveryv1.EndpointSlice, error) {

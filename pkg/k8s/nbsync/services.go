@@ -74,6 +74,14 @@ func (c *serviceCache) cached(key string) (serviceEntry, bool) {
 	return e, false
 }
 
+// peek returns a key's entry and whether it is clean, leaving its mark.
+func (c *serviceCache) peek(key string) (serviceEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	return e, ok && !c.dirty[key]
+}
+
 func (c *serviceCache) put(key string, e serviceEntry) {
 	c.mu.Lock()
 	c.entries[key] = e

@@ -25,7 +25,7 @@ func (c *Controller) standingBack() bool {
 // sync converges keys: gather → translate → apply.
 func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 	start := time.Now()
-	in, err := c.gather(ctx, keys)
+	in, err := c.gather(ctx, keys, true)
 	if err != nil {
 		return err
 	}
@@ -43,6 +43,16 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 	c.goneMu.Unlock()
 	in.Memo = c.memo
 	desired := translate.Translate(in)
+	if desired.Stale {
+		// A kept service's result is gone from the Memo (the NB's features
+		// changed its configuration): translate every service again.
+		c.log.WithField("kept", len(in.Kept)).Debug("kept services are gone from the memo; translating them again")
+		if in, err = c.gather(ctx, keys, false); err != nil {
+			return err
+		}
+		in.Memo = c.memo
+		desired = translate.Translate(in)
+	}
 	reused := c.memo.Stats()
 	translated := time.Now()
 	c.wanted.record(keys, desired)
@@ -54,6 +64,8 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 	c.stats.Transactions += st.Transactions
 	c.stats.Operations += st.Operations
 	c.stats.Changes += st.Changes
+	c.stats.Services += len(in.EgressServices) + len(in.Kept)
+	c.stats.Kept += len(in.Kept)
 	c.statsMu.Unlock()
 	if err != nil {
 		return err
@@ -63,10 +75,10 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 		repointed(c.cfg.Failovers, &in, desired)
 	}
 	if st.Changes > 0 {
-		c.log.WithField("keys", len(keys)).WithField("services", len(in.EgressServices)).WithField("changes", st.Changes).
+		c.log.WithField("keys", len(keys)).WithField("services", len(in.EgressServices)+len(in.Kept)).WithField("changes", st.Changes).
 			WithField("transactions", st.Transactions).WithField("gather", gathered.Sub(start).Round(time.Microsecond)).
 			WithField("translate", translated.Sub(gathered).Round(time.Microsecond)).
-			WithField("reused", fmt.Sprintf("%d/%d services, %d/%d sets", reused.ServicesReused, reused.Services, reused.SetsReused, reused.Sets)).
+			WithField("reused", fmt.Sprintf("%d/%d services (%d kept), %d/%d sets (%d patched)", reused.ServicesReused, reused.Services, len(in.Kept), reused.SetsReused, reused.Sets, reused.SetsPatched)).
 			WithField("apply", time.Since(translated).Round(time.Microsecond)).Debug("nb rows converged")
 	}
 	return nil
