@@ -149,6 +149,9 @@ func keyName(k translate.Key) string {
 	case translate.UnassignedKey:
 		return "unassigned"
 	}
+	if name, ok := k.EgressIP(); ok {
+		return name
+	}
 	return k.Node()
 }
 
@@ -241,7 +244,7 @@ func (p *Plan) diffAddressSets(want []translate.AddressSet, have []nbdb.AddressS
 		func(h *nbdb.AddressSet) map[string]string { return h.ExternalIDs },
 		func(w translate.AddressSet, cur nbdb.AddressSet) {
 			u := asUpdate{uuid: cur.UUID, id: w.ExternalIDs[translate.KeyID]}
-			had := map[string]bool{}
+			had := make(map[string]bool, len(cur.Addresses))
 			for _, a := range cur.Addresses {
 				had[a] = true
 			}

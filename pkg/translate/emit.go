@@ -243,8 +243,12 @@ func (t *translator) nodeSNAT(n *NodeInfo, f ipfamily.Family) GatewaySNAT {
 // in a match explodes into a cross product of OpenFlow flows in
 // ovn-controller.
 func (t *translator) allowDestinations(f ipfamily.Family) string {
+	return allowDestinations(t.in.Config, f)
+}
+
+func allowDestinations(cfg Config, f ipfamily.Family) string {
 	var parts []string
-	for _, ps := range [][]netip.Prefix{t.in.Config.ClusterSubnets, t.in.Config.JoinSubnets, t.in.Config.ServiceCIDRs} {
+	for _, ps := range [][]netip.Prefix{cfg.ClusterSubnets, cfg.JoinSubnets, cfg.ServiceCIDRs} {
 		for _, p := range ps {
 			if ipfamily.OfPrefix(p) == f {
 				parts = append(parts, p.Masked().String())

@@ -39,6 +39,22 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
+// goldenDesired compares d's YAML and its ovn-nbctl commands with
+// testdata/<name>.yaml.golden and testdata/<name>.nbctl.golden.
+func goldenDesired(t *testing.T, name string, d *Desired) {
+	t.Helper()
+	y, err := YAML(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, name+".yaml", y)
+	var lines []string
+	for _, cmd := range NBCtlCommands(d) {
+		lines = append(lines, ShellQuote(cmd))
+	}
+	golden(t, name+".nbctl", []byte(strings.Join(lines, "\n")+"\n"))
+}
+
 func withNetwork(n string) func(*egressv1.EgressService) {
 	return func(e *egressv1.EgressService) { e.Spec.Network = n }
 }
@@ -185,17 +201,7 @@ func TestTranslateGolden(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := Translate(c.build().in)
-			y, err := YAML(d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden(t, c.name+".yaml", y)
-			var lines []string
-			for _, cmd := range NBCtlCommands(d) {
-				lines = append(lines, ShellQuote(cmd))
-			}
-			golden(t, c.name+".nbctl", []byte(strings.Join(lines, "\n")+"\n"))
+			goldenDesired(t, c.name, Translate(c.build().in))
 		})
 	}
 }

@@ -81,8 +81,11 @@ func KeyOf(ids map[string]string) (Key, bool) {
 	if ids[KeyOwnerType] == OwnerNodeIPs {
 		return ClusterKey, true
 	}
-	if ids[KeyOwnerType] == OwnerUnassigned {
+	switch ids[KeyOwnerType] {
+	case OwnerUnassigned:
 		return Key("unassigned"), true
+	case OwnerEgressIP, OwnerEgressIPNAT:
+		return EgressIPKey(ids[KeyName]), true
 	}
 	return NodeKey(ids[KeyName]), true
 }

@@ -270,6 +270,14 @@ func (c *Controller) enqueueAll(ctx context.Context) {
 		c.log.WithError(err).Warn("cannot list owned NB rows")
 	}
 	for _, k := range keys {
+		c.enqueueKey(k)
+	}
+}
+
+// enqueueKey adds a key of EgressService rows; the rows of EgressIPs are
+// the EgressIP controller's.
+func (c *Controller) enqueueKey(k translate.Key) {
+	if _, eip := k.EgressIP(); !eip {
 		c.work.Add(k)
 	}
 }

@@ -65,38 +65,45 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key, reuse boo
 		return in, err
 	}
 	reuse = reuse && c.memo.Reuses(in)
-	cs := newCandidates()
-	consider := func(es *egressv1.EgressService) {
-		if reuse {
-			if key, ok := c.memo.KeyOf(es); ok {
-				if e, clean := c.services.peek(key); clean {
-					gw, gwOK := in.Gateways[es.Status.Host]
-					if c.memo.Reusable(es, e.svc, e.eps, in.Nodes[es.Status.Host], gw, gwOK) {
-						cs.put(cs.kept, key, es)
-						return
-					}
-				}
-			}
-		}
-		cs.put(cs.seen, translate.EgressServiceKey(es), es)
-	}
+	// The found objects first, to size the maps (a drain's sync finds
+	// thousands).
+	var found [][]any
+	n := 0
 	if all {
 		list, err := c.esLister.List(labels.Everything())
 		if err != nil {
 			return in, err
 		}
-		for _, es := range list {
-			consider(es)
+		objs := make([]any, len(list))
+		for i, es := range list {
+			objs[i] = es
 		}
+		found, n = append(found, objs), len(objs)
 	} else {
 		for h := range hosts {
 			objs, err := c.esIndexer.ByIndex(controller.IndexByHost, h)
 			if err != nil {
 				return in, fmt.Errorf("index egressservices by host: %w", err)
 			}
-			for _, o := range objs {
-				consider(o.(*egressv1.EgressService))
+			found, n = append(found, objs), n+len(objs)
+		}
+	}
+	cs := newCandidates(n, reuse)
+	for _, objs := range found {
+		for _, o := range objs {
+			es := o.(*egressv1.EgressService)
+			if reuse {
+				if key, ok := c.memo.KeyOf(es); ok {
+					if e, clean := c.services.peek(key); clean {
+						gw, gwOK := in.Gateways[es.Status.Host]
+						if c.memo.Reusable(es, e.svc, e.eps, in.Nodes[es.Status.Host], gw, gwOK) {
+							cs.put(cs.kept, key, es)
+							continue
+						}
+					}
+				}
 			}
+			cs.put(cs.seen, translate.EgressServiceKey(es), es)
 		}
 	}
 	if err := cs.settle(func(ns, name string) (*egressv1.EgressService, error) {
@@ -142,8 +149,12 @@ type candidates struct {
 	twice      []string
 }
 
-func newCandidates() *candidates {
-	return &candidates{seen: map[string]*egressv1.EgressService{}, kept: map[string]*egressv1.EgressService{}}
+// newCandidates sizes the maps for n objects, most of them kept with reuse.
+func newCandidates(n int, reuse bool) *candidates {
+	if reuse {
+		return &candidates{seen: map[string]*egressv1.EgressService{}, kept: make(map[string]*egressv1.EgressService, n)}
+	}
+	return &candidates{seen: make(map[string]*egressv1.EgressService, n), kept: map[string]*egressv1.EgressService{}}
 }
 
 // put adds es to m (seen or kept) unless its key was found before.

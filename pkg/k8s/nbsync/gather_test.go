@@ -22,7 +22,7 @@ func TestAServiceFoundTwiceIsTranslatedAsItIsNow(t *testing.T) {
 	}
 	oldWeb, newWeb, cur := es("web", "node1"), es("web", "node2"), es("web", "node3")
 	other, gone := es("db", "node1"), es("gone", "node1")
-	cs := newCandidates()
+	cs := newCandidates(0, false)
 	cs.put(cs.kept, "ns/web", oldWeb)
 	cs.put(cs.kept, "ns/db", other)
 	cs.put(cs.seen, "ns/web", newWeb)

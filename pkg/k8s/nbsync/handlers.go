@@ -340,7 +340,7 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 
 func (c *Controller) enqueueOwned(ids map[string]string) {
 	if k, ok := translate.KeyOf(ids); ok {
-		c.work.Add(k)
+		c.enqueueKey(k)
 	}
 }
 

@@ -1,0 +1,201 @@
+package translate
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+)
+
+// The NB rows of EgressIP (docs/egressip.md), shaped to scale with egress
+// nodes instead of pods: per (object, family) one address set of the
+// selected pods, one reroute policy with every assigned node as an ECMP
+// next hop and the allow policies EgressService has (cluster, join, service
+// and node destinations keep the pod's address); on each assigned node's
+// gateway router the SNAT to the IP — with NAT.match (OVN ≥ 24.09) one row
+// matching the set, without it one row per pod, as ovn-kubernetes writes.
+
+// Owner types of EgressIP rows.
+const (
+	// OwnerEgressIP: an object's address set and its policies on ovn_cluster_router.
+	OwnerEgressIP = "EgressIP"
+	// OwnerEgressIPNAT: its SNAT rows on the assigned nodes' gateway routers.
+	OwnerEgressIPNAT = "EgressIPNAT"
+)
+
+// NATEgressIPPriority is the priority of an EgressIP's SNAT row with a match
+// (Config.NATMatch): above a gateway router's default SNAT (no match) and
+// below an EgressService's rows (NATServicePriority), which win for a pod
+// both select.
+const NATEgressIPPriority = 5
+
+// EgressIPPortRange is the source-port range of an EgressIP's SNAT rows, as
+// ovn-kubernetes writes them: the egress IP's connections stay clear of the
+// ports below (NodePorts and the host's own services).
+const EgressIPPortRange = "32768-60999"
+
+// EgressIPReroutePriority is the priority of an EgressIP's reroute policy:
+// below EgressService's (Config.ReroutePriority, 101), which wins for a pod
+// both select, as in ovn-kubernetes.
+const EgressIPReroutePriority = 100
+
+// Reasons reported for an EgressIP's rows.
+const (
+	// ReasonPodSelectedTwice: a pod another EgressIP selects first (by name)
+	// leaves through that one only.
+	ReasonPodSelectedTwice Reason = "PodSelectedByAnotherEgressIP"
+	// ReasonEgressNodeUnusable: an assigned node without the gateway
+	// router join address the reroute needs.
+	ReasonEgressNodeUnusable Reason = "EgressNodeUnusable"
+)
+
+// egressIPKeyPrefix starts the keys of EgressIP rows.
+const egressIPKeyPrefix = "egressip/"
+
+// EgressIPKey is the key of one EgressIP's rows: its set, policies and SNATs
+// are written in one transaction.
+func EgressIPKey(name string) Key { return Key(egressIPKeyPrefix + name) }
+
+// EgressIP returns the object name of an EgressIP key.
+func (k Key) EgressIP() (string, bool) { return strings.CutPrefix(string(k), egressIPKeyPrefix) }
+
+// EgressIPRowsInput is what the rows of EgressIPs are computed from.
+type EgressIPRowsInput struct {
+	Config Config
+	// Objects are the EgressIPs with their selected pods; status.items are
+	// the assignment.
+	Objects []EgressIPObject
+	// Nodes give the assigned nodes' gateway router join addresses.
+	Nodes map[string]*NodeInfo
+	// Served are the endpoint addresses EgressServices reroute (at a higher
+	// priority): without NAT.match they get no per-pod EgressIP SNAT row, so
+	// that a gateway router never holds two snat rows for one address.
+	Served map[netip.Addr]bool
+}
+
+// EgressIPObject is one EgressIP and the pods it selects.
+type EgressIPObject struct {
+	EgressIP *egressipv1.EgressIP
+	Pods     EgressIPPods
+}
+
+// TranslateEgressIPs computes the rows of every object (pure), under their
+// EgressIPKey; the problems are keyed by object name, as the assignment's.
+func TranslateEgressIPs(in EgressIPRowsInput) *Desired {
+	out := &Desired{Rows: map[Key]*Rows{}}
+	objs := slices.Clone(in.Objects)
+	slices.SortFunc(objs, func(a, b EgressIPObject) int { return strings.Compare(a.EgressIP.Name, b.EgressIP.Name) })
+	owner := map[netip.Addr]string{} // a pod leaves through the first object by name
+	for _, o := range objs {
+		name := o.EgressIP.Name
+		r := &Rows{}
+		for _, f := range in.Config.Families() {
+			pods := claimPods(o.Pods[f], name, owner, &out.Problems)
+			hops, nats := egressNodes(in, o.EgressIP, f, &out.Problems)
+			if len(pods) == 0 || len(hops) == 0 {
+				continue // nothing to reroute in this family: the pods keep their node's SNAT
+			}
+			ids := ownerIDs(OwnerEgressIP, name, f)
+			set := AddressSetName(ids[KeyID])
+			r.AddressSets = append(r.AddressSets, AddressSet{Name: set, Addresses: formatAddrs(pods), ExternalIDs: ids})
+			src := fmt.Sprintf("%s.src == $%s", f.OVNMatch(), set)
+			r.Policies = append(r.Policies,
+				Policy{Router: ClusterRouter, Priority: EgressIPReroutePriority, Match: src, Action: ActionReroute,
+					Nexthops: hops, ExternalIDs: ownerIDs(OwnerEgressIP, name, f, ActionReroute)},
+				Policy{Router: ClusterRouter, Priority: in.Config.AllowPriority, Match: src + " && " + allowDestinations(in.Config, f),
+					Action: ActionAllow, ExternalIDs: ownerIDs(OwnerEgressIP, name, f, ActionAllow)},
+				Policy{Router: ClusterRouter, Priority: in.Config.AllowPriority,
+					Match:  fmt.Sprintf("%s && %s.dst == $%s", src, f.OVNMatch(), NodeIPsSetName(f)),
+					Action: ActionAllow, Options: map[string]string{"pkt_mark": PodToNodeMark},
+					ExternalIDs: ownerIDs(OwnerEgressIP, name, f, ActionAllowNode)})
+			for _, n := range nats {
+				r.NATs = append(r.NATs, egressIPNATs(in, name, f, set, pods, n)...)
+			}
+		}
+		if r.Len() > 0 {
+			r.sort()
+			out.Rows[EgressIPKey(name)] = r
+		}
+	}
+	return out
+}
+
+// claimPods returns the pods of one object and family that no object before
+// it (by name) selects, recording the others as a problem.
+func claimPods(pods []netip.Addr, name string, owner map[netip.Addr]string, problems *Problems) []netip.Addr {
+	out := make([]netip.Addr, 0, len(pods))
+	var taken []string
+	for _, p := range pods {
+		if first, ok := owner[p]; ok && first != name {
+			taken = append(taken, fmt.Sprintf("%s (%s)", p, first))
+			continue
+		}
+		owner[p] = name
+		out = append(out, p)
+	}
+	if len(taken) > 0 {
+		problems.add(name, ReasonPodSelectedTwice, "%d pod address(es) leave through the EgressIP that selects them first by name: %s",
+			len(taken), strings.Join(taken, ", "))
+	}
+	return out
+}
+
+// egressNAT is one assigned (node, IP) of a family.
+type egressNAT struct {
+	node string
+	ip   netip.Addr
+}
+
+// egressNodes returns the reroute next hops of an object in family f (the
+// assigned nodes' GR join addresses, sorted) and the (node, IP) pairs whose
+// gateway routers SNAT. A node without a join address of the family is a
+// problem and takes no traffic.
+func egressNodes(in EgressIPRowsInput, eip *egressipv1.EgressIP, f ipfamily.Family, problems *Problems) ([]string, []egressNAT) {
+	var hops []string
+	var nats []egressNAT
+	for _, it := range eip.Status.Items {
+		ip, ok := statusIP(it)
+		if !ok || ipfamily.Of(ip) != f {
+			continue
+		}
+		n := in.Nodes[it.Node]
+		join, ok := netip.Addr{}, false
+		if n != nil {
+			join, ok = n.JoinIPs[f]
+		}
+		if !ok {
+			problems.add(eip.Name, ReasonEgressNodeUnusable, "%s is assigned to node %s, which has no %s gateway router join address (k8s.ovn.org/node-gateway-router-lrp-ifaddrs): it carries no traffic",
+				ip, it.Node, f.Name())
+			continue
+		}
+		hops = append(hops, join.String())
+		nats = append(nats, egressNAT{node: it.Node, ip: ip})
+	}
+	slices.Sort(hops)
+	hops = slices.Compact(hops)
+	slices.SortFunc(nats, func(a, b egressNAT) int { return strings.Compare(a.node, b.node) })
+	return hops, nats
+}
+
+// egressIPNATs are the SNAT rows of one assigned (node, IP) on the node's
+// gateway router.
+func egressIPNATs(in EgressIPRowsInput, name string, f ipfamily.Family, set string, pods []netip.Addr, n egressNAT) []NAT {
+	gr := GatewayRouter(n.node)
+	if in.Config.NATMatch {
+		return []NAT{{Router: gr, Type: "snat", ExternalIP: n.ip.String(), LogicalIP: f.Any().String(),
+			Match: fmt.Sprintf("%s.src == $%s", f.OVNMatch(), set), Priority: NATEgressIPPriority, ExternalPortRange: EgressIPPortRange,
+			ExternalIDs: ownerIDs(OwnerEgressIPNAT, name, f, n.node)}}
+	}
+	out := make([]NAT, 0, len(pods))
+	for _, p := range pods {
+		if in.Served[p] {
+			continue // an EgressService's endpoint: its own row on its host
+		}
+		out = append(out, NAT{Router: gr, Type: "snat", ExternalIP: n.ip.String(), LogicalIP: p.String(), ExternalPortRange: EgressIPPortRange,
+			ExternalIDs: ownerIDs(OwnerEgressIPNAT, name, f, n.node, p.String())})
+	}
+	return out
+}
