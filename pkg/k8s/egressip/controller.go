@@ -2,7 +2,8 @@
 // decides which node holds each IP of every EgressIP with
 // translate.AssignEgressIPs, writes status.items through the status
 // subresource, and reports every IP left unassigned as an Event on its
-// EgressIP. It writes no NB rows and no SNAT yet (docs/egressip.md).
+// EgressIP. Its rows controller (Rows, rows.go) writes the NB rows of what
+// it assigned (docs/egressip.md).
 //
 // It is level-driven on one key: assignment is a decision over every
 // EgressIP and every node together (fewest assignments first, one owner per
@@ -16,14 +17,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	kubeinformers "k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -55,19 +54,16 @@ const all = "all"
 // Controller assigns egress IPs. Build it with New before the informer
 // factories start; only the leader runs it.
 type Controller struct {
-	cfg      Config
-	log      *logrus.Entry
-	client   eipclient.Interface
-	recorder record.EventRecorder
+	oneKey
+	cfg    Config
+	client eipclient.Interface
 
 	eipLister  eiplisters.EgressIPLister
 	nodeLister corelisters.NodeLister
-	synced     []cache.InformerSynced
-	work       *controller.Worker[string]
 
-	mu       sync.Mutex
-	reported map[string]string // EgressIP → the problems last reported as Events
-	stats    Stats
+	events *reporter
+	mu     sync.Mutex
+	stats  Stats
 }
 
 // Stats counts what the controller did since it was built.
@@ -79,12 +75,10 @@ type Stats struct {
 func New(cfg Config, log *logrus.Entry, client eipclient.Interface, kubeInf kubeinformers.SharedInformerFactory,
 	eipInf eipinformers.SharedInformerFactory, recorder record.EventRecorder) (*Controller, error) {
 	eips, nodes := eipInf.K8s().V1().EgressIPs(), kubeInf.Core().V1().Nodes()
-	c := &Controller{cfg: cfg, log: log, client: client, recorder: recorder,
-		eipLister: eips.Lister(), nodeLister: nodes.Lister(),
-		synced:   []cache.InformerSynced{eips.Informer().HasSynced, nodes.Informer().HasSynced},
-		reported: map[string]string{}}
-	c.work = controller.New(controller.Config[string]{Name: "egressip", Metrics: cfg.Work}, c.sync, log)
-	enqueue := controller.OnObject(func(any) { c.work.Add(all) })
+	c := &Controller{cfg: cfg, client: client, eipLister: eips.Lister(), nodeLister: nodes.Lister(), events: newReporter(recorder)}
+	c.oneKey = newOneKey("egress IP assignment", "egressip", log, cfg.Work, c.sync,
+		[]cache.InformerSynced{eips.Informer().HasSynced, nodes.Informer().HasSynced})
+	enqueue := controller.OnObject(func(any) { c.enqueue() })
 	if _, err := eips.Informer().AddEventHandler(enqueue); err != nil {
 		return nil, fmt.Errorf("egressip handler: %w", err)
 	}
@@ -92,7 +86,7 @@ func New(cfg Config, log *logrus.Entry, client eipclient.Interface, kubeInf kube
 		o, _ := controller.As[*corev1.Node](old)
 		n, ok := controller.As[*corev1.Node](obj)
 		if !ok || o == nil || nodeFactsDiffer(o, n) {
-			c.work.Add(all)
+			c.enqueue()
 		}
 	})
 	if _, err := nodes.Informer().AddEventHandler(nodeChanged); err != nil {
@@ -113,38 +107,13 @@ func nodeFactsDiffer(a, b *corev1.Node) bool {
 }
 
 // Enqueue asks for a sync (a health verdict changed).
-func (c *Controller) Enqueue() { c.work.Add(all) }
-
-// EnqueueAll is Enqueue (the master's standoff end calls it).
-func (c *Controller) EnqueueAll() { c.work.Add(all) }
-
-// Synced reports whether the informer caches have synced (readiness).
-func (c *Controller) Synced() bool { return controller.Synced(c.synced) }
-
-// Stuck reports a sync running for longer than bound (liveness).
-func (c *Controller) Stuck(bound time.Duration) error { return c.work.Stuck(bound) }
-
-// Idle reports whether nothing waits or is being synced.
-func (c *Controller) Idle() bool { return c.work.Idle() }
+func (c *Controller) Enqueue() { c.enqueue() }
 
 // Stats returns the counters so far.
 func (c *Controller) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stats
-}
-
-// Run waits for the caches and converges until ctx ends.
-func (c *Controller) Run(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	if err := controller.WaitSynced(ctx, c.synced...); err != nil {
-		return err
-	}
-	c.work.Add(all)
-	c.log.Info("egress IP assignment started")
-	c.work.Run(ctx)
-	c.log.Info("egress IP assignment stopped")
-	return nil
 }
 
 // sync gathers every EgressIP and node, assigns, writes the statuses that
@@ -184,7 +153,7 @@ func (c *Controller) sync(ctx context.Context, _ []string) error {
 		writes++
 		c.log.WithField("egressip", e.Name).WithField("items", itemsString(res.Items[e.Name])).Info("egress IPs assigned")
 	}
-	events := c.report(eips, res.Problems)
+	events := c.events.report(eips, res.Problems)
 	c.mu.Lock()
 	c.stats.Syncs++
 	c.stats.StatusWrites += writes
@@ -207,38 +176,6 @@ func (c *Controller) writeStatus(ctx context.Context, e *egressipv1.EgressIP, it
 		return nil // deleted meanwhile: its delete event syncs again
 	}
 	return err
-}
-
-// report records one Warning Event per problem of each EgressIP whose
-// problems differ from those last reported, and forgets deleted objects.
-func (c *Controller) report(eips []*egressipv1.EgressIP, problems translate.Problems) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	seen := map[string]bool{}
-	n := 0
-	for _, e := range eips {
-		seen[e.Name] = true
-		mine := problems.For(e.Name)
-		var lines []string
-		for _, p := range mine {
-			lines = append(lines, p.String())
-		}
-		digest := strings.Join(lines, "\n")
-		if c.reported[e.Name] == digest {
-			continue
-		}
-		c.reported[e.Name] = digest
-		for _, p := range mine {
-			c.recorder.Event(e, corev1.EventTypeWarning, string(p.Reason), p.Message)
-			n++
-		}
-	}
-	for name := range c.reported {
-		if !seen[name] {
-			delete(c.reported, name)
-		}
-	}
-	return n
 }
 
 func itemsString(items []egressipv1.EgressIPStatusItem) string {

@@ -3,6 +3,7 @@ package master
 import (
 	"fmt"
 
+	"github.com/ovn-kubernetes/libovsdb/client"
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -14,14 +15,15 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// ControllerEgressIP assigns the IPs of EgressIP objects to nodes and
-// writes status.items. It runs only when Config.Controllers names it: it
-// writes no NB rows and no SNAT yet (docs/egressip.md), so an assignment
-// would not yet carry traffic.
+// ControllerEgressIP assigns the IPs of EgressIP objects to nodes, writes
+// status.items and, with one central NB and translation beside it, the
+// EgressIPs' NB rows. It runs only when Config.Controllers names it while
+// the node side (announcing a moved IP) and interconnect zones are not
+// built yet (docs/egressip.md).
 const ControllerEgressIP = "egressip"
 
 // buildEgressIP wires the EgressIP controller when it is asked for.
-func (m *Master) buildEgressIP(cfg Config, c eipclient.Interface, log *logrus.Entry, recorder record.EventRecorder) error {
+func (m *Master) buildEgressIP(cfg Config, c eipclient.Interface, nb client.Client, log *logrus.Entry, recorder record.EventRecorder) error {
 	if !cfg.runs(ControllerEgressIP) {
 		return nil
 	}
@@ -35,6 +37,15 @@ func (m *Master) buildEgressIP(cfg Config, c eipclient.Interface, log *logrus.En
 	}
 	var err error
 	m.eip, err = egressip.New(ecfg, log.WithField("controller", "egressip"), c, m.kubeInf, m.eipInf, recorder)
+	if err != nil || nb == nil || !cfg.runs(ControllerTranslation) {
+		if err == nil {
+			log.Warn("EgressIP: assigning IPs only; no NB rows are written without one central NB and the translation controller")
+		}
+		return err
+	}
+	rcfg := egressip.RowsConfig{Translate: cfg.Sync.Translate, MaxOps: cfg.Sync.MaxOps, ResyncInterval: cfg.Sync.ResyncInterval,
+		Work: cfg.Sync.Work, NB: cfg.Sync.NB}
+	m.eipRows, err = egressip.NewRows(rcfg, log.WithField("controller", "egressip-rows"), nb, m.kubeInf, m.eipInf, recorder)
 	return err
 }
 
@@ -68,3 +79,7 @@ func (m *Master) probeEgressNodes(cfg *Config) {
 // EgressIP exposes the EgressIP controller (tests); nil unless
 // Config.Controllers names it.
 func (m *Master) EgressIP() *egressip.Controller { return m.eip }
+
+// EgressIPRows exposes the EgressIP rows controller (tests); nil unless
+// the EgressIP and translation controllers run on one central NB.
+func (m *Master) EgressIPRows() *egressip.Rows { return m.eipRows }

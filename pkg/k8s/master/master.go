@@ -163,6 +163,7 @@ type Master struct {
 	sync    *nbsync.Controller
 	sel     *selection.Controller
 	eip     *egressip.Controller // nil unless Config.Controllers names it
+	eipRows *egressip.Rows       // the EgressIPs' NB rows (central, with translation)
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
 	repInf  kubeinformers.SharedInformerFactory // the report ConfigMaps (translation only)
@@ -279,7 +280,7 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 		m.sel, err = selection.New(cfg.Select, log.WithField("controller", "selection"), cl.Kube, cl.Egress, m.kubeInf, m.egInf, recorder)
 	}
 	if err == nil {
-		err = m.buildEgressIP(cfg, cl.EgressIP, log, recorder)
+		err = m.buildEgressIP(cfg, cl.EgressIP, cl.NB, log, recorder)
 	}
 	if err != nil {
 		stopEvents()
@@ -447,6 +448,9 @@ func (m *Master) controllers() []runner {
 	}
 	if m.eip != nil {
 		out = append(out, m.eip)
+	}
+	if m.eipRows != nil {
+		out = append(out, m.eipRows)
 	}
 	return out
 }

@@ -295,7 +295,7 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 				c.enqueueOwned(r.ExternalIDs)
 			}
 		case *nbdb.LogicalRouterPolicy:
-			if c.cfg.Zone != "" && r.ExternalIDs[translate.KeyOwnerType] == "EgressIP" && strings.HasPrefix(r.ExternalIDs[translate.KeyName], "EIP-No-Reroute") {
+			if c.cfg.Zone != "" && r.ExternalIDs[translate.KeyOwnerController] != translate.OwnerController && r.ExternalIDs[translate.KeyOwnerType] == "EgressIP" && strings.HasPrefix(r.ExternalIDs[translate.KeyName], "EIP-No-Reroute") {
 				// ovn-kubernetes' EgressIP came or went: who keeps the
 				// zone's cluster routes changes (Input.ClusterRouteShared).
 				c.enqueueNodes()

@@ -1,0 +1,56 @@
+package egressip
+
+import (
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// reporter records each EgressIP's problems as Warning Events, only when an
+// object's problems differ from those it last reported (a resync repeats
+// none), and forgets deleted objects.
+type reporter struct {
+	recorder record.EventRecorder
+	mu       sync.Mutex
+	reported map[string]string // EgressIP → the problems last reported
+}
+
+func newReporter(r record.EventRecorder) *reporter {
+	return &reporter{recorder: r, reported: map[string]string{}}
+}
+
+// report returns the number of Events recorded.
+func (r *reporter) report(eips []*egressipv1.EgressIP, problems translate.Problems) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := make(map[string]bool, len(eips))
+	n := 0
+	for _, e := range eips {
+		seen[e.Name] = true
+		mine := problems.For(e.Name)
+		lines := make([]string, 0, len(mine))
+		for _, p := range mine {
+			lines = append(lines, p.String())
+		}
+		digest := strings.Join(lines, "\n")
+		if r.reported[e.Name] == digest {
+			continue
+		}
+		r.reported[e.Name] = digest
+		for _, p := range mine {
+			r.recorder.Event(e, corev1.EventTypeWarning, string(p.Reason), p.Message)
+			n++
+		}
+	}
+	for name := range r.reported {
+		if !seen[name] {
+			delete(r.reported, name)
+		}
+	}
+	return n
+}

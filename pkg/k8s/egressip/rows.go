@@ -1,0 +1,266 @@
+package egressip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	libcache "github.com/ovn-kubernetes/libovsdb/cache"
+	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/ovn-kubernetes/libovsdb/model"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kubeinformers "k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	eipinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions"
+	eiplisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/listers/egressip/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
+	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/nbdbext"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// RowsConfig tunes the rows controller.
+type RowsConfig struct {
+	// Translate is the master's translation configuration (cluster and join
+	// subnets, families, the allow policies' priority); NATMatch is taken
+	// from the NB.
+	Translate translate.Config
+	// MaxOps bounds the operations of one NB transaction (0: the applier's
+	// default).
+	MaxOps int
+	// ResyncInterval converges everything periodically (0 disables).
+	ResyncInterval time.Duration
+	// Work, when set, records the worker's syncs; NB, its transactions.
+	Work *controller.Metrics
+	NB   *ovn.Metrics
+}
+
+// Rows writes the NB rows of every assigned EgressIP on the central NB:
+// its pods' address sets, the reroutes to its nodes and their SNATs
+// (translate.TranslateEgressIPs). Like assignment it is level-driven on one
+// key: a sync reads every EgressIP, namespace, pod and node from the
+// listers, the owned EgressIP keys and the services' SNATs from the NB
+// cache, and applies the difference in one transaction.
+type Rows struct {
+	oneKey
+	cfg     RowsConfig
+	nb      client.Client
+	applier *ovn.Applier
+	events  *reporter
+
+	eipLister  eiplisters.EgressIPLister
+	nsLister   corelisters.NamespaceLister
+	podLister  corelisters.PodLister
+	nodeLister corelisters.NodeLister
+
+	mu    sync.Mutex
+	stats RowsStats
+}
+
+// RowsStats counts what the rows controller did since it was built.
+type RowsStats struct {
+	Syncs, Transactions, Changes, Events int
+	// Refused counts the syncs that wrote nothing because ovn-kubernetes'
+	// own EgressIP feature is active.
+	Refused int
+}
+
+// NewRows wires the rows controller to the informer factories (not started
+// yet) and a connected NB client whose monitor is complete.
+func NewRows(cfg RowsConfig, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.SharedInformerFactory,
+	eipInf eipinformers.SharedInformerFactory, recorder record.EventRecorder) (*Rows, error) {
+	cfg.Translate.NATMatch = ovn.FeaturesOf(nb).NATMatch
+	if err := cfg.Translate.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ResyncInterval < 0 {
+		return nil, fmt.Errorf("negative resync interval")
+	}
+	eips, nss, pods, nodes := eipInf.K8s().V1().EgressIPs(), kubeInf.Core().V1().Namespaces(), kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Nodes()
+	r := &Rows{cfg: cfg, nb: nb, applier: ovn.NewApplier(nb, cfg.MaxOps).WithMetrics(cfg.NB), events: newReporter(recorder),
+		eipLister: eips.Lister(), nsLister: nss.Lister(), podLister: pods.Lister(), nodeLister: nodes.Lister()}
+	r.oneKey = newOneKey("egress IP rows", "egressip-rows", log, cfg.Work, r.sync,
+		[]cache.InformerSynced{eips.Informer().HasSynced, nss.Informer().HasSynced, pods.Informer().HasSynced, nodes.Informer().HasSynced})
+	r.resync = cfg.ResyncInterval
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{eips.Informer(), controller.OnObject(func(any) { r.enqueue() })},
+		{nss.Informer(), controller.OnChange(func(old, obj any) {
+			o, _ := controller.As[*corev1.Namespace](old)
+			n, _ := controller.As[*corev1.Namespace](obj)
+			if o == nil || n == nil || !maps.Equal(o.Labels, n.Labels) {
+				r.enqueue()
+			}
+		})},
+		{pods.Informer(), controller.OnChange(func(old, obj any) {
+			o, _ := controller.As[*corev1.Pod](old)
+			n, _ := controller.As[*corev1.Pod](obj)
+			if o == nil || n == nil || podFactsDiffer(o, n) {
+				r.enqueue()
+			}
+		})},
+		{nodes.Informer(), controller.OnChange(func(old, obj any) {
+			o, _ := controller.As[*corev1.Node](old)
+			n, _ := controller.As[*corev1.Node](obj)
+			if o == nil || n == nil || !maps.Equal(o.Annotations, n.Annotations) {
+				r.enqueue() // the gateway routers' join addresses are annotations
+			}
+		})},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return nil, fmt.Errorf("egressip rows handler: %w", err)
+		}
+	}
+	nb.Cache().AddEventHandler(&libcache.EventHandlerFuncs{
+		AddFunc:    func(_ string, m model.Model) { r.onRow(m) },
+		UpdateFunc: func(_ string, _, m model.Model) { r.onRow(m) },
+		DeleteFunc: func(_ string, m model.Model) { r.onRow(m) },
+	})
+	return r, nil
+}
+
+// podFactsDiffer reports whether a Pod update changes what selection reads.
+func podFactsDiffer(a, b *corev1.Pod) bool {
+	return !maps.Equal(a.Labels, b.Labels) || a.Status.Phase != b.Status.Phase ||
+		a.Spec.HostNetwork != b.Spec.HostNetwork || !slices.Equal(a.Status.PodIPs, b.Status.PodIPs)
+}
+
+// onRow enqueues a sync when an owned EgressIP row changes (drift is put
+// back; the echo of the controller's own write is one sync that writes
+// nothing), when ovn-kubernetes' own EgressIP policies come or go, or,
+// without NAT.match, when an EgressService NAT row comes or
+// goes (the addresses the EgressIP SNATs leave to it).
+func (r *Rows) onRow(m model.Model) {
+	var ids map[string]string
+	switch row := m.(type) {
+	case *nbdb.AddressSet:
+		ids = row.ExternalIDs
+	case *nbdb.LogicalRouterPolicy:
+		if row.ExternalIDs[translate.KeyOwnerType] == translate.OwnerEgressIP {
+			r.enqueue() // ours, or ovn-kubernetes' own EgressIP coming or going
+			return
+		}
+		ids = row.ExternalIDs
+	case *nbdb.NAT:
+		if _, ours := translate.KeyOf(row.ExternalIDs); ours {
+			r.enqueue()
+		}
+		return
+	case *nbdbext.NAT:
+		ids = row.ExternalIDs
+	default:
+		return
+	}
+	if k, ours := translate.KeyOf(ids); ours {
+		if _, eip := k.EgressIP(); eip {
+			r.enqueue()
+		}
+	}
+}
+
+// Stats returns the counters so far.
+func (r *Rows) Stats() RowsStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
+
+// errOVNKubeEgressIP: ovn-kubernetes' own EgressIP feature writes rows at
+// the same priorities; both would steer the same pods.
+var errOVNKubeEgressIP = errors.New("ovn-kubernetes' own EgressIP feature is active (its EgressIP router policies are in NB): " +
+	"no EgressIP rows are written until it is disabled (--enable-egress-ip=false)")
+
+// sync gathers, translates and applies every EgressIP's rows.
+func (r *Rows) sync(ctx context.Context, _ []string) error {
+	if active, err := ovn.OVNKubeEgressIPActive(ctx, r.nb); err != nil {
+		return err
+	} else if active {
+		r.mu.Lock()
+		r.stats.Refused++
+		r.mu.Unlock()
+		return errOVNKubeEgressIP
+	}
+	in, eips, problems, err := r.gather(ctx)
+	if err != nil {
+		return err
+	}
+	keys, served, err := ovn.EgressIPFacts(ctx, r.nb)
+	if err != nil {
+		return err
+	}
+	in.Served = served
+	for _, e := range eips {
+		keys = append(keys, translate.EgressIPKey(e.Name))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	desired := translate.TranslateEgressIPs(in)
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := r.applier.Apply(actx, keys, desired)
+	r.mu.Lock()
+	r.stats.Syncs++
+	r.stats.Transactions += st.Transactions
+	r.stats.Changes += st.Changes
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	n := r.events.report(eips, append(problems, desired.Problems...))
+	r.mu.Lock()
+	r.stats.Events += n
+	r.mu.Unlock()
+	if st.Changes > 0 {
+		r.log.WithField("egressips", len(eips)).WithField("changes", st.Changes).Debug("egress IP rows converged")
+	}
+	return nil
+}
+
+// gather reads every EgressIP with status.items and the pods it selects,
+// and the nodes' gateway router addresses.
+func (r *Rows) gather(ctx context.Context) (translate.EgressIPRowsInput, []*egressipv1.EgressIP, translate.Problems, error) {
+	in := translate.EgressIPRowsInput{Config: r.cfg.Translate, Nodes: map[string]*translate.NodeInfo{}}
+	eips, err := r.eipLister.List(labels.Everything())
+	if err != nil {
+		return in, nil, nil, err
+	}
+	nss, err := r.nsLister.List(labels.Everything())
+	if err != nil {
+		return in, nil, nil, err
+	}
+	pods, err := r.podLister.List(labels.Everything())
+	if err != nil {
+		return in, nil, nil, err
+	}
+	nodes, err := r.nodeLister.List(labels.Everything())
+	if err != nil {
+		return in, nil, nil, err
+	}
+	for _, n := range nodes {
+		in.Nodes[n.Name] = translate.ParseNode(n, r.cfg.Translate.JoinSubnets)
+	}
+	var problems translate.Problems
+	for _, e := range eips {
+		if len(e.Status.Items) == 0 {
+			continue // nothing assigned: no rows, its Events say why
+		}
+		sel, p := translate.SelectEgressIPPods(e, nss, pods, r.cfg.Translate.ClusterSubnets)
+		problems = append(problems, p...)
+		in.Objects = append(in.Objects, translate.EgressIPObject{EgressIP: e, Pods: sel})
+	}
+	return in, eips, problems, ctx.Err()
+}

@@ -1,0 +1,203 @@
+package master_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
+)
+
+// TestEgressIPRowsFollowTheAssignment runs the master with the EgressIP
+// controller, as the dist RBAC's ServiceAccount, on a real API server and NB: an EgressIP selecting a
+// namespace's running pod is assigned to an egress node, and NB gets the
+// pod's address set, the reroute to that node's gateway router and the
+// SNAT to the IP there (read back with ovn-nbctl). The namespace losing its
+// label removes the rows; the node stopping to answer moves reroute and
+// SNAT to the other node; deleting the EgressIP sweeps everything.
+func TestEgressIPRowsFollowTheAssignment(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	nodes := kube.Client.CoreV1().Nodes()
+	for _, n := range []string{"node2", "node3"} {
+		patch := `{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":""}}}`
+		if _, err := nodes.Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = nodes.Patch(ctx, n, types.MergePatchType, []byte(`{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":null}}}`), metav1.PatchOptions{})
+		})
+	}
+	team := fmt.Sprintf("rows-%d", time.Now().UnixNano()) // namespaces outlive tests here: a label no other test uses
+	labelNamespace := func(on bool) {
+		patch := `{"metadata":{"labels":{"team":null}}}`
+		if on {
+			patch = fmt.Sprintf(`{"metadata":{"labels":{"team":%q}}}`, team)
+		}
+		if _, err := kube.Client.CoreV1().Namespaces().Patch(ctx, c.ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labelNamespace(true)
+	podIP := c.topo.Nodes[0].PodIP(ipfamily.V4, 5).String()
+	runPod(t, c.ns, "client", "node1", podIP)
+	runPod(t, c.ns, "host-net", "node1", "172.18.0.2", func(p *corev1.Pod) { p.Spec.HostNetwork = true })
+
+	prober := &deadNodes{dead: map[string]bool{}, probed: map[string]bool{}}
+	cfg := c.config("ovn-egress-master") // the Lease the RBAC names
+	cfg.Controllers = []string{master.ControllerSelection, master.ControllerTranslation, master.ControllerEgressIP}
+	cfg.Select = selection.Config{HealthInterval: 50 * time.Millisecond, Prober: prober}
+	m, _ := c.start(cfg, saConfig(t)) // as the chart's ServiceAccount: its RBAC reads pods and namespaces
+	if m.EgressIPRows() == nil {
+		t.Fatal("the master runs no EgressIP rows controller with one central NB and translation")
+	}
+	eips, err := eipclient.NewForConfig(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ip = "172.18.0.251"
+	e := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "rows-" + c.ns}, Spec: egressipv1.EgressIPSpec{
+		EgressIPs: []string{ip}, NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": team}}}}
+	if _, err := eips.K8sV1().EgressIPs().Create(ctx, e, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eips.K8sV1().EgressIPs().Delete(context.Background(), e.Name, metav1.DeleteOptions{}) })
+
+	find := func(table string, cond ...string) []string {
+		args := append([]string{"--bare", "--columns=_uuid", "find", table, "external_ids:k8s.ovn.org/name=" + e.Name}, cond...)
+		return strings.Fields(c.ovn.MustNBCtl(t, args...))
+	}
+	join := func(i int) string { return c.topo.Nodes[i].JoinIPs[0].Addr().String() }
+	steered := func(node int) func() bool {
+		gr := fmt.Sprintf("GR_node%d", node+1)
+		return func() bool {
+			hops := c.ovn.MustNBCtl(t, "--bare", "--columns=nexthops", "find", "Logical_Router_Policy",
+				"external_ids:k8s.ovn.org/name="+e.Name, "action=reroute")
+			sets := c.ovn.MustNBCtl(t, "--bare", "--columns=addresses", "find", "Address_Set", "external_ids:k8s.ovn.org/name="+e.Name)
+			nats := c.ovn.MustNBCtl(t, "--bare", "--columns=external_ip", "find", "NAT", "external_ids:k8s.ovn.org/name="+e.Name)
+			onGR := c.ovn.MustNBCtl(t, "lr-nat-list", gr)
+			return strings.TrimSpace(hops) == join(node) && strings.TrimSpace(sets) == podIP &&
+				strings.TrimSpace(nats) == ip && strings.Contains(onGR, ip)
+		}
+	}
+	c.eventually("the pod rerouted to GR_node2 and SNATed to "+ip, steered(1))
+	if testenv.OVNVersion() != testenv.OVN25 {
+		if got := strings.TrimSpace(c.ovn.MustNBCtl(t, "--bare", "--columns=logical_ip", "find", "NAT", "external_ids:k8s.ovn.org/name="+e.Name)); got != podIP {
+			t.Errorf("without NAT.match the SNAT is the pod's own row: logical_ip %q, want %s", got, podIP)
+		}
+	}
+
+	labelNamespace(false)
+	c.eventually("no rows once the namespace is not selected", func() bool {
+		return len(find("Address_Set")) == 0 && len(find("Logical_Router_Policy")) == 0 && len(find("NAT")) == 0
+	})
+	labelNamespace(true)
+	c.eventually("the rows back once it is", steered(1))
+
+	prober.kill("node2")
+	c.eventually("reroute and SNAT on node3 once node2 stops answering", steered(2))
+	if out := c.ovn.MustNBCtl(t, "lr-nat-list", "GR_node2"); strings.Contains(out, ip) {
+		t.Errorf("GR_node2 still SNATs to %s:\n%s", ip, out)
+	}
+
+	if err := eips.K8sV1().EgressIPs().Delete(ctx, e.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("every row of the deleted EgressIP swept", func() bool {
+		return len(find("Address_Set")) == 0 && len(find("Logical_Router_Policy")) == 0 && len(find("NAT")) == 0
+	})
+	if st := m.EgressIPRows().Stats(); st.Syncs == 0 || st.Changes == 0 {
+		t.Errorf("rows stats %+v: want syncs that changed NB", st)
+	}
+}
+
+// runPod creates a Running pod on node with address ip (no kubelet here:
+// the status is written directly), deleted when t ends.
+func runPod(t *testing.T, ns, name, node, ip string, edit ...func(*corev1.Pod)) {
+	t.Helper()
+	ctx := context.Background()
+	api := kube.Client.CoreV1().Pods(ns)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}
+	for _, f := range edit {
+		f(p)
+	}
+	cur, err := api.Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = api.Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	cur.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}
+	if _, err := api.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEgressIPRowsStandBackFromOVNKubernetesEgressIP: while ovn-kubernetes'
+// own EgressIP feature has its policies in NB, the master writes no EgressIP
+// rows (both would steer the same pods at the same priority) and says why;
+// once they are gone it writes them.
+func TestEgressIPRowsStandBackFromOVNKubernetesEgressIP(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	nodes := kube.Client.CoreV1().Nodes()
+	if _, err := nodes.Patch(ctx, "node2", types.MergePatchType, []byte(`{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":""}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = nodes.Patch(ctx, "node2", types.MergePatchType, []byte(`{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":null}}}`), metav1.PatchOptions{})
+	})
+	team := fmt.Sprintf("standback-%d", time.Now().UnixNano())
+	if _, err := kube.Client.CoreV1().Namespaces().Patch(ctx, c.ns, types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{"team":%q}}}`, team)), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runPod(t, c.ns, "client", "node1", c.topo.Nodes[0].PodIP(ipfamily.V4, 7).String())
+	// ovn-kubernetes' no-reroute policy, as its EgressIP feature writes it.
+	foreign := strings.TrimSpace(c.ovn.MustNBCtl(t, "--id=@p", "create", "Logical_Router_Policy", "priority=102", `match="ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16"`, "action=allow",
+		`external_ids:k8s.ovn.org/owner-controller=default-network-controller`, `external_ids:k8s.ovn.org/owner-type=EgressIP`, `external_ids:k8s.ovn.org/name=EIP-No-Reroute-Pod-To-Pod`,
+		"--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p"))
+
+	cfg := c.config("eip-standback")
+	cfg.Controllers = []string{master.ControllerSelection, master.ControllerTranslation, master.ControllerEgressIP}
+	cfg.Select = selection.Config{HealthInterval: 50 * time.Millisecond, Prober: allReachable{}}
+	m, _ := c.start(cfg, kube.Config)
+	eips, err := eipclient.NewForConfig(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "standback-" + c.ns}, Spec: egressipv1.EgressIPSpec{
+		EgressIPs: []string{"172.18.0.252"}, NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": team}}}}
+	if _, err := eips.K8sV1().EgressIPs().Create(ctx, e, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eips.K8sV1().EgressIPs().Delete(context.Background(), e.Name, metav1.DeleteOptions{}) })
+	ours := func() string {
+		return strings.TrimSpace(c.ovn.MustNBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/name="+e.Name))
+	}
+	c.eventually("assigned, and the rows controller refusing to write", func() bool {
+		got, err := eips.K8sV1().EgressIPs().Get(ctx, e.Name, metav1.GetOptions{})
+		return err == nil && len(got.Status.Items) == 1 && m.EgressIPRows().Stats().Refused > 0
+	})
+	if got := ours(); got != "" {
+		t.Fatalf("EgressIP rows written beside ovn-kubernetes' own EgressIP: %s", got)
+	}
+	if got := c.ovn.MustNBCtl(t, "--bare", "--columns=priority", "list", "Logical_Router_Policy", foreign); strings.TrimSpace(got) != "102" {
+		t.Errorf("ovn-kubernetes' policy changed: priority %q", got)
+	}
+	c.ovn.MustNBCtl(t, "remove", "Logical_Router", "ovn_cluster_router", "policies", foreign)
+	c.eventually("the rows written once ovn-kubernetes' EgressIP is gone", func() bool { return ours() != "" })
+}

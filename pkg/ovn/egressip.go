@@ -1,0 +1,50 @@
+package ovn
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/ovn-kubernetes/libovsdb/client"
+
+	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// EgressIPFacts reads from the NB cache what the EgressIP rows depend on:
+// the keys of the EgressIP rows it holds (so that a deleted object's rows
+// are swept), and, on an NB without NAT.match, the pod addresses that
+// EgressService NAT rows already SNAT (translate.EgressIPRowsInput.Served).
+func EgressIPFacts(ctx context.Context, c client.Client) ([]translate.Key, map[netip.Addr]bool, error) {
+	owned, err := OwnedKeys(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	var keys []translate.Key
+	for _, k := range owned {
+		if _, eip := k.EgressIP(); eip {
+			keys = append(keys, k)
+		}
+	}
+	served := map[netip.Addr]bool{}
+	if natWithMatch(c) {
+		return keys, served, nil // the services' rows match their sets, at a higher priority
+	}
+	var rows []nbdb.NAT
+	err = c.WhereCache(func(r *nbdb.NAT) bool {
+		if _, ours := translate.KeyOf(r.ExternalIDs); !ours {
+			return false
+		}
+		t := r.ExternalIDs[translate.KeyOwnerType]
+		return t != translate.OwnerEgressIP && t != translate.OwnerEgressIPNAT
+	}).List(ctx, &rows)
+	if err != nil && err != client.ErrNotFound {
+		return nil, nil, fmt.Errorf("list EgressService NAT rows: %w", err)
+	}
+	for _, r := range rows {
+		if a, err := netip.ParseAddr(r.LogicalIP); err == nil {
+			served[a] = true
+		}
+	}
+	return keys, served, nil
+}
