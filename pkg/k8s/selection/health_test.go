@@ -34,9 +34,15 @@ func (p *scriptedProber) Probe(ctx context.Context, node string, _ []netip.Addr)
 }
 
 func testHealth(p Prober, holdDown time.Duration) (*health, *Metrics, map[string][]bool) {
+	return testHealthTimeout(p, holdDown, 100*time.Millisecond)
+}
+
+// testHealthTimeout is testHealth with another probe timeout: a long one
+// keeps a starved test process from making a failure late.
+func testHealthTimeout(p Prober, holdDown, timeout time.Duration) (*health, *Metrics, map[string][]bool) {
 	flips := map[string][]bool{}
 	var mu sync.Mutex
-	h := newHealth(p, 50*time.Millisecond, 100*time.Millisecond, holdDown, logrus.NewEntry(logrus.New()),
+	h := newHealth(p, 50*time.Millisecond, timeout, holdDown, logrus.NewEntry(logrus.New()),
 		func(map[string]bool) map[string][]netip.Addr {
 			return map[string][]netip.Addr{"node1": {netip.MustParseAddr("10.244.0.2")}}
 		},
@@ -76,7 +82,7 @@ func TestLateProbeLeavesTheVerdict(t *testing.T) {
 	}
 
 	p2 := &scriptedProber{down: map[string]bool{"node1": true}}
-	h2, _, flips2 := testHealth(p2, 0)
+	h2, _, flips2 := testHealthTimeout(p2, 0, 2*time.Second)
 	h2.round(context.Background())
 	if got := h2.reachable(); got["node1"] != false || len(got) != 1 {
 		t.Errorf("a failure on time did not drain the host: %v", got)
@@ -90,8 +96,19 @@ func TestLateProbeLeavesTheVerdict(t *testing.T) {
 // unreachable is recovering for the hold-down, then steady.
 func TestRecoveredNodeHeldDown(t *testing.T) {
 	p := &scriptedProber{down: map[string]bool{"node1": true}}
-	h, _, _ := testHealth(p, 300*time.Millisecond)
-	h.round(context.Background())
+	h, _, _ := testHealth(p, time.Second)
+	// A starved test process makes a failed probe late, which leaves the
+	// verdict (TestLateProbeLeavesTheVerdict): probe until it drains, as
+	// the late guard allows after maxLate rounds at most.
+	for range maxLate + 1 {
+		h.round(context.Background())
+		if h.isUnreachable("node1") {
+			break
+		}
+	}
+	if !h.isUnreachable("node1") {
+		t.Fatalf("node1 not unreachable after %d failed rounds", maxLate+1)
+	}
 	if len(h.recovering()) != 0 {
 		t.Fatalf("an unreachable node counted as recovering: %v", h.recovering())
 	}
@@ -102,7 +119,7 @@ func TestRecoveredNodeHeldDown(t *testing.T) {
 	if !h.recovering()["node1"] {
 		t.Fatalf("node1 answered again but is not recovering: %v", h.recovering())
 	}
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond)
 	h.round(context.Background())
 	if len(h.recovering()) != 0 {
 		t.Errorf("node1 still recovering after its hold-down: %v", h.recovering())
@@ -152,4 +169,11 @@ func TestUnreachableNodeDoesNotSlowTheRounds(t *testing.T) {
 	if p.n["node1"] < 10 || p.n["node2"] > 3 {
 		t.Errorf("probes in 800 ms: node1 %d (want ≥ 10: its interval kept), node2 %d (want ≤ 3: one at a time)", p.n["node1"], p.n["node2"])
 	}
+}
+
+// isUnreachable reads the verdict on node (tests).
+func (h *health) isUnreachable(node string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.unreachable[node]
 }
