@@ -10,13 +10,17 @@ import (
 
 	"github.com/ovn-kubernetes/libovsdb/client"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/urfave/cli/v2"
 
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
@@ -122,7 +126,7 @@ func verify(ctx context.Context, c *cli.Context) (verifyResult, error) {
 	}
 	for _, k := range owned {
 		if _, eip := k.EgressIP(); eip {
-			continue // EgressIP rows: not translated by verify yet (docs/egressip.md)
+			continue // the EgressIPs' keys: verifyEgressIPs
 		}
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
@@ -136,6 +140,13 @@ func verify(ctx context.Context, c *cli.Context) (verifyResult, error) {
 		return res, err
 	}
 	d := translate.Translate(in)
+	if in.Zone == "" { // EgressIP rows are written on the central NB only (docs/egressip.md)
+		eipKeys, err := verifyEgressIPs(ctx, rc, nb, in.Config, objs.Nodes, d)
+		if err != nil {
+			return res, err
+		}
+		keys = append(keys, eipKeys...)
+	}
 	plan, err := ovn.BuildPlan(ctx, nb, keys, d)
 	if err != nil {
 		return res, err
@@ -266,4 +277,59 @@ func listObjects(ctx context.Context, cfg *rest.Config) (translate.Objects, erro
 		objs.Reports = append(objs.Reports, &reports.Items[i])
 	}
 	return objs, nil
+}
+
+// verifyEgressIPs adds to d the rows every EgressIP should have on the
+// central NB and returns their keys with those of the EgressIP rows NB
+// holds (an API server without the EgressIP CRD has none).
+func verifyEgressIPs(ctx context.Context, rc *rest.Config, nb client.Client, cfg translate.Config, nodes []*corev1.Node, d *translate.Desired) ([]translate.Key, error) {
+	eipc, err := eipclient.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	list, err := eipc.K8sV1().EgressIPs().List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		list, err = &egressipv1.EgressIPList{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list egressips: %w", err)
+	}
+	keys, served, err := ovn.EgressIPFacts(ctx, nb)
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 && len(keys) == 0 {
+		return nil, nil
+	}
+	nsl, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces: %w", err)
+	}
+	podl, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	eips := make([]*egressipv1.EgressIP, 0, len(list.Items))
+	for i := range list.Items {
+		eips = append(eips, &list.Items[i])
+		keys = append(keys, translate.EgressIPKey(list.Items[i].Name))
+	}
+	nss := make([]*corev1.Namespace, 0, len(nsl.Items))
+	for i := range nsl.Items {
+		nss = append(nss, &nsl.Items[i])
+	}
+	pods := make([]*corev1.Pod, 0, len(podl.Items))
+	for i := range podl.Items {
+		pods = append(pods, &podl.Items[i])
+	}
+	in, problems := translate.EgressIPRowsFrom(cfg, eips, nss, pods, nodes)
+	in.Served = served
+	d.Merge(translate.TranslateEgressIPs(in))
+	d.Problems = append(d.Problems, problems...)
+	slices.Sort(keys)
+	return slices.Compact(keys), nil
 }

@@ -233,34 +233,22 @@ func (r *Rows) sync(ctx context.Context, _ []string) error {
 // gather reads every EgressIP with status.items and the pods it selects,
 // and the nodes' gateway router addresses.
 func (r *Rows) gather(ctx context.Context) (translate.EgressIPRowsInput, []*egressipv1.EgressIP, translate.Problems, error) {
-	in := translate.EgressIPRowsInput{Config: r.cfg.Translate, Nodes: map[string]*translate.NodeInfo{}}
 	eips, err := r.eipLister.List(labels.Everything())
 	if err != nil {
-		return in, nil, nil, err
+		return translate.EgressIPRowsInput{}, nil, nil, err
 	}
 	nss, err := r.nsLister.List(labels.Everything())
 	if err != nil {
-		return in, nil, nil, err
+		return translate.EgressIPRowsInput{}, nil, nil, err
 	}
 	pods, err := r.podLister.List(labels.Everything())
 	if err != nil {
-		return in, nil, nil, err
+		return translate.EgressIPRowsInput{}, nil, nil, err
 	}
 	nodes, err := r.nodeLister.List(labels.Everything())
 	if err != nil {
-		return in, nil, nil, err
+		return translate.EgressIPRowsInput{}, nil, nil, err
 	}
-	for _, n := range nodes {
-		in.Nodes[n.Name] = translate.ParseNode(n, r.cfg.Translate.JoinSubnets)
-	}
-	var problems translate.Problems
-	for _, e := range eips {
-		if len(e.Status.Items) == 0 {
-			continue // nothing assigned: no rows, its Events say why
-		}
-		sel, p := translate.SelectEgressIPPods(e, nss, pods, r.cfg.Translate.ClusterSubnets)
-		problems = append(problems, p...)
-		in.Objects = append(in.Objects, translate.EgressIPObject{EgressIP: e, Pods: sel})
-	}
+	in, problems := translate.EgressIPRowsFrom(r.cfg.Translate, eips, nss, pods, nodes)
 	return in, eips, problems, ctx.Err()
 }

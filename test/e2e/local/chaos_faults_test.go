@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/netip"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -449,15 +448,6 @@ func (s *chaosState) converged() {
 		return err == nil
 	})
 	c.t.Logf("ovn-egress verify: %s", strings.TrimSpace(string(out)))
-}
-
-// verify runs `ovn-egress verify` as its own process.
-func (c *cluster) verify(ctx context.Context) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	args := append([]string{"verify", "--kubeconfig=" + kube.Kubeconfig, "--nb-address=" + c.ovn.NBAddress(), "--snat-backend=host",
-		"--unassigned-traffic=" + c.opts.unassigned}, c.subnetFlags()...)
-	return exec.CommandContext(ctx, bin, args...).CombinedOutput()
 }
 
 // eligible are the nodes service name may be hosted on now: Ready nodes

@@ -641,3 +641,12 @@ func (c *cluster) assertNoLeak() {
 		}
 	}
 }
+
+// verify runs `ovn-egress verify` as its own process.
+func (c *cluster) verify(ctx context.Context) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	args := append([]string{"verify", "--kubeconfig=" + kube.Kubeconfig, "--nb-address=" + c.ovn.NBAddress(), "--snat-backend=host",
+		"--unassigned-traffic=" + c.opts.unassigned}, c.subnetFlags()...)
+	return exec.CommandContext(ctx, bin, args...).CombinedOutput()
+}

@@ -2,17 +2,23 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // egressIPRows writes ovn-kubernetes' EgressIP rows for one pod exactly as
@@ -127,4 +133,174 @@ func testBesideOVNKubernetesEgressIP(t *testing.T, mode string) {
 	if policies := c.ovn.MustNBCtl(t, "lr-policy-list", "ovn_cluster_router"); !strings.Contains(policies, "pkt.mark == 42") || !strings.Contains(policies, "$a1042611113178530741") {
 		t.Errorf("ovn-kubernetes' EgressIP policies gone:\n%s", policies)
 	}
+}
+
+// podObject creates the Pod object of p in the workload namespace with
+// labels, Running with p's addresses (no kubelet here: the status is
+// written directly), and deletes it when the test ends.
+func (c *cluster) podObject(p *pod, labels map[string]string) {
+	c.t.Helper()
+	ctx := context.Background()
+	api := kube.Client.CoreV1().Pods(c.ns)
+	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: p.node, Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}
+	cur, err := api.Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() {
+		zero := int64(0)
+		_ = api.Delete(context.Background(), p.name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	cur.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: p.ips[0].String()}
+	for _, ip := range p.ips {
+		cur.Status.PodIPs = append(cur.Status.PodIPs, corev1.PodIP{IP: ip.String()})
+	}
+	if _, err := api.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// labelNamespace sets a label on the workload namespace.
+func (c *cluster) labelNamespace(key, value string) {
+	c.t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}})
+	if _, err := kube.Client.CoreV1().Namespaces().Patch(context.Background(), c.ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// sourcesOf opens n TCP connections from p to the external echo and counts
+// the sources seen (a failed connection counts under the zero address).
+func (c *cluster) sourcesOf(p *pod, n int, timeout time.Duration) map[netip.Addr]int {
+	seen := map[netip.Addr]int{}
+	dst := netip.AddrPortFrom(c.dp.ExtIPs()[0], echoPort)
+	for range n {
+		got, err := testenv.Ask(p.ns, "tcp", dst, timeout)
+		if err != nil {
+			got = netip.Addr{}
+		}
+		seen[got]++
+	}
+	return seen
+}
+
+// TestEgressIP: ovn-egress' own EgressIP, with packets through OVN. The
+// master (--controllers=selection,translation,egressip) assigns two IPs of
+// one EgressIP to the two egress-assignable nodes and writes its rows: the
+// selected pod leaves with both IPs, its connections split between them
+// (ECMP); the namespace's unselected pod keeps its node's address; the
+// selected pod reaches another pod and another node's address with its own
+// and its node's address. One egress node dies: every connection leaves
+// through the other within seconds (the time is logged). ovn-egress verify
+// finds no drift, then the drift of the EgressIP's set while the master is
+// stopped, which the restarted master repairs. Deleting the EgressIP gives
+// the pod its node's address back. The suite's capture
+// checks that no packet reached the outside with a pod address.
+func TestEgressIP(t *testing.T) {
+	c := newCluster(t, options{masterArgs: []string{"--controllers=selection,translation,egressip"}})
+	eips, err := eipclient.NewForConfig(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node2", "node3"} {
+		c.label(n, translate.LabelEgressAssignable, "")
+	}
+	team := fmt.Sprintf("eip-%d", time.Now().UnixNano()) // namespaces outlive tests here
+	c.labelNamespace("team", team)
+	selected, other := c.addPod("selected", "node1", 5), c.addPod("other", "node1", 6)
+	peer := c.addPod("peer", "node2", 7)
+	c.podObject(selected, map[string]string{"app": "eip"})
+	c.podObject(other, map[string]string{"app": "web"})
+	c.podObject(peer, map[string]string{"app": "web"})
+
+	ips := []netip.Addr{netip.MustParseAddr("172.18.0.210"), netip.MustParseAddr("172.18.0.211")}
+	e := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + c.ns}, Spec: egressipv1.EgressIPSpec{
+		EgressIPs:         []string{ips[0].String(), ips[1].String()},
+		NamespaceSelector: selector("team", team), PodSelector: selector("app", "eip")}}
+	if _, err := eips.K8sV1().EgressIPs().Create(context.Background(), e, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eips.K8sV1().EgressIPs().Delete(context.Background(), e.Name, metav1.DeleteOptions{}) })
+	onNode := map[string]netip.Addr{}
+	c.eventually("both IPs assigned, one per egress node", 15*time.Second, func() bool {
+		got, err := eips.K8sV1().EgressIPs().Get(context.Background(), e.Name, metav1.GetOptions{})
+		if err != nil || len(got.Status.Items) != 2 {
+			return false
+		}
+		clear(onNode)
+		for _, it := range got.Status.Items {
+			onNode[it.Node] = netip.MustParseAddr(it.EgressIP)
+		}
+		return onNode["node2"].IsValid() && onNode["node3"].IsValid()
+	})
+	c.expectSource(selected, 15*time.Second, only(ips))
+	seen := c.sourcesOf(selected, 40, 2*time.Second)
+	t.Logf("40 connections of the selected pod left with %v", seen)
+	if seen[ips[0]] == 0 || seen[ips[1]] == 0 || len(seen) != 2 {
+		t.Errorf("the selected pod's connections: %v, want both egress IPs (ECMP) and nothing else", seen)
+	}
+	c.expectSource(other, 15*time.Second, c.nodeAddr("node1"))
+
+	// Inside the cluster the selected pod keeps its address: to another
+	// pod its own, to another node's address its node's.
+	got, _, err := testenv.AskUntil(selected.ns, "tcp", netip.AddrPortFrom(peer.ips[0], echoPort), 5*time.Second)
+	if err != nil || got != selected.ips[0] {
+		t.Errorf("selected pod → pod %s: seen %s (%v), want its own address %s", peer.ips[0], got, err, selected.ips[0])
+	}
+	testenv.StartEcho(t, c.dp.Hosts["node3"], echoPort, hostIPs(c, "node3")...)
+	for _, dst := range hostIPs(c, "node3") {
+		got, _, err := testenv.AskUntil(selected.ns, "tcp", netip.AddrPortFrom(dst, echoPort), 5*time.Second)
+		if err != nil || !contains(c.nodeAddr("node1")(ipfamily.Of(dst)), got) {
+			t.Errorf("selected pod → node3's address %s: seen %s (%v), want node1's address", dst, got, err)
+		}
+	}
+
+	// node2 dies: every connection leaves through node3.
+	survivor := onNode["node3"]
+	died := time.Now()
+	c.kill("node2")
+	var restored time.Duration
+	c.eventually("every connection through node3", 30*time.Second, func() bool {
+		s := c.sourcesOf(selected, 10, 300*time.Millisecond)
+		if s[survivor] == 10 {
+			restored = time.Since(died)
+			return true
+		}
+		return false
+	})
+	t.Logf("node2 died: all of 10 consecutive connections left with %s after %s", survivor, ms(restored))
+	c.eventually("status.items: only node3", 10*time.Second, func() bool {
+		got, err := eips.K8sV1().EgressIPs().Get(context.Background(), e.Name, metav1.GetOptions{})
+		return err == nil && len(got.Status.Items) == 1 && got.Status.Items[0].Node == "node3"
+	})
+
+	// ovn-egress verify translates the EgressIP rows too: clean now, and
+	// the drift of its address set found while no master repairs it.
+	var out []byte
+	c.eventually("ovn-egress verify to find no drift", 20*time.Second, func() bool {
+		out, err = c.verify(context.Background())
+		return err == nil
+	})
+	c.masters[0].Stop()
+	set := strings.TrimSpace(c.ovn.MustNBCtl(t, "--bare", "--columns=_uuid", "find", "Address_Set", "external_ids:k8s.ovn.org/name="+e.Name))
+	c.ovn.MustNBCtl(t, "clear", "Address_Set", set, "addresses")
+	out, err = c.verify(context.Background())
+	if err == nil || !strings.Contains(string(out), "different") || !strings.Contains(string(out), "EgressIP:"+e.Name) {
+		t.Errorf("verify of an emptied EgressIP set: %v\n%s", err, out)
+	}
+	c.startMaster()
+	c.eventually("the restarted master to repair the set", 20*time.Second, func() bool {
+		out, err = c.verify(context.Background())
+		return err == nil
+	})
+
+	if err := eips.K8sV1().EgressIPs().Delete(context.Background(), e.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.expectSource(selected, 15*time.Second, c.nodeAddr("node1"))
+	c.eventually("no EgressIP rows left", 10*time.Second, func() bool {
+		out, _ := c.ovn.NBCtl("--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/name="+e.Name)
+		return strings.TrimSpace(out) == ""
+	})
 }
