@@ -304,3 +304,69 @@ func TestEgressIP(t *testing.T) {
 		return strings.TrimSpace(out) == ""
 	})
 }
+
+// TestEgressIPDualStackBesideEgressService: a dual-stack EgressIP with an
+// IPv4 and an IPv6 address (one per egress node) and a third address no
+// node's network holds. The selected pod leaves with the egress IP of each
+// family; a pod selected by the EgressIP that is also an EgressService's
+// endpoint leaves with the Service's LB IP (the EgressService's reroute is
+// above the EgressIP's, as upstream); the address that fits no node stays
+// unassigned with a NoMatchingNodeFound Event.
+func TestEgressIPDualStackBesideEgressService(t *testing.T) {
+	c := newCluster(t, options{families: []ipfamily.Family{ipfamily.V4, ipfamily.V6},
+		masterArgs: []string{"--controllers=selection,translation,egressip"}})
+	eips, err := eipclient.NewForConfig(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node2", "node3"} {
+		c.label(n, translate.LabelEgressAssignable, "")
+	}
+	team := fmt.Sprintf("eip-ds-%d", time.Now().UnixNano())
+	c.labelNamespace("team", team)
+	selected, served := c.addPod("selected", "node1", 5), c.addPod("served", "node1", 6)
+	c.podObject(selected, map[string]string{"app": "eip"})
+	c.podObject(served, map[string]string{"app": "eip"})
+	lb := c.service("web", 0, served)
+	c.egressService("web", egressv1.EgressServiceSpec{})
+	c.host("web", anyHost)
+
+	ips := []netip.Addr{netip.MustParseAddr("172.18.0.212"), netip.MustParseAddr("fc00:f853:ccd:e793::212")}
+	const nowhere = "192.0.2.10"
+	e := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "e2e-ds-" + c.ns}, Spec: egressipv1.EgressIPSpec{
+		EgressIPs:         []string{ips[0].String(), ips[1].String(), nowhere},
+		NamespaceSelector: selector("team", team), PodSelector: selector("app", "eip")}}
+	if _, err := eips.K8sV1().EgressIPs().Create(context.Background(), e, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eips.K8sV1().EgressIPs().Delete(context.Background(), e.Name, metav1.DeleteOptions{}) })
+	c.eventually("both families assigned, on two nodes", 15*time.Second, func() bool {
+		got, err := eips.K8sV1().EgressIPs().Get(context.Background(), e.Name, metav1.GetOptions{})
+		if err != nil || len(got.Status.Items) != 2 {
+			return false
+		}
+		nodes := map[string]bool{}
+		for _, it := range got.Status.Items {
+			if it.EgressIP == nowhere {
+				return false
+			}
+			nodes[it.Node] = true
+		}
+		return len(nodes) == 2
+	})
+	c.eventually("a NoMatchingNodeFound Event for "+nowhere, 10*time.Second, func() bool {
+		evs, err := kube.Client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + e.Name})
+		if err != nil {
+			return false
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == "NoMatchingNodeFound" && strings.Contains(ev.Message, nowhere) {
+				t.Logf("Event: %s %s", ev.Reason, ev.Message)
+				return true
+			}
+		}
+		return false
+	})
+	c.expectSource(selected, 15*time.Second, only(ips))
+	c.expectSource(served, 15*time.Second, only(lb))
+}
