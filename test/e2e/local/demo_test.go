@@ -19,14 +19,18 @@ import (
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 var once = flag.Bool("once", false, "show once and exit instead of staying up until Ctrl-C")
 
 // TestDemo is `make demo`: the local cluster with the example objects, the
 // master choosing a host, and the source address the outside world sees
-// before and after the EgressService exists.
+// before and after the EgressService exists; then an EgressIP for a batch
+// pod of the same namespace.
 func TestDemo(t *testing.T) {
 	start := time.Now()
 	say := func(format string, args ...any) {
@@ -36,7 +40,8 @@ func TestDemo(t *testing.T) {
 		fmt.Printf("\n$ %s\n%s\n", title, strings.TrimRight(out, "\n"))
 	}
 	say("starting OVN (NB, SB, northd), Open vSwitch + ovn-controller, 3 nodes in network namespaces, kube-apiserver ...")
-	c := newCluster(t, options{families: []ipfamily.Family{ipfamily.V4}, namespace: "shop"})
+	c := newCluster(t, options{families: []ipfamily.Family{ipfamily.V4}, namespace: "shop",
+		masterArgs: []string{"--controllers=selection,translation,egressip"}})
 	say("cluster up: 3 nodes, master and one node agent per node running as their ServiceAccounts")
 
 	// The example workload: shop/web with pods on node1 and node3, node2
@@ -84,6 +89,8 @@ func TestDemo(t *testing.T) {
 			"ovn_egress_node_snat_elements", "ovn_egress_node_ready_services", "ovn_egress_node_leak_guard_dropped_packets_total"))
 	}
 
+	demoEgressIP(c, ext, say, show)
+
 	fmt.Printf("\nTo explore:\n  export KUBECONFIG=%s\n  export OVN_NB_DB=%s\n  sudo ip netns exec %s nft list ruleset\n",
 		kube.Kubeconfig, c.ovn.NBAddress(), c.dp.Hosts[host].Name)
 	if *once {
@@ -95,6 +102,36 @@ func TestDemo(t *testing.T) {
 	defer stop()
 	<-ctx.Done()
 	say("tearing down")
+}
+
+// demoEgressIP shows an EgressIP: shop's app=batch pods leave with
+// 172.18.0.220 through node3, the egress-assignable node.
+func demoEgressIP(c *cluster, ext netip.AddrPort, say func(string, ...any), show func(string, string)) {
+	c.label("node3", translate.LabelEgressAssignable, "")
+	batch := c.addPod("batch-1", "node1", 7)
+	c.podObject(batch, map[string]string{"app": "batch"})
+	got, _, err := testenv.AskUntil(batch.ns, "tcp", ext, 10*time.Second)
+	say("before: pod %s (shop/batch-1, app=batch) on node1 → %s: the outside sees %s %v", batch.ips[0], ext, got, errString(err))
+	eip := netip.MustParseAddr("172.18.0.220")
+	say("labelling node3 k8s.ovn.org/egress-assignable; creating EgressIP shop-batch (%s, namespace shop, pods app=batch) ...", eip)
+	eips, err := eipclient.NewForConfig(kube.Config)
+	if err == nil {
+		_, err = eips.K8sV1().EgressIPs().Create(context.Background(), &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "shop-batch"},
+			Spec: egressipv1.EgressIPSpec{EgressIPs: []string{eip.String()},
+				NamespaceSelector: selector("kubernetes.io/metadata.name", "shop"), PodSelector: selector("app", "batch")}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() {
+		_ = eips.K8sV1().EgressIPs().Delete(context.Background(), "shop-batch", metav1.DeleteOptions{})
+	})
+	got, took, err := testenv.AskUntil(batch.ns, "tcp", ext, 20*time.Second, eip)
+	say("after: pod %s → %s: the outside sees %s (after %s) %v", batch.ips[0], ext, got, took.Round(time.Millisecond), errString(err))
+	out, _ := kube.Kubectl("get", "egressips")
+	show("kubectl get egressips", out)
+	out, _ = c.ovn.NBCtl("lr-nat-list", "GR_node3")
+	show("ovn-nbctl lr-nat-list GR_node3   (the EgressIP's SNAT beside the node's own)", out)
 }
 
 // metricLines prints the series of the named metrics, sorted.
