@@ -193,8 +193,8 @@ func (c *cluster) sourcesOf(p *pod, n int, timeout time.Duration) map[netip.Addr
 // (ECMP); the namespace's unselected pod keeps its node's address; the
 // selected pod reaches another pod and another node's address with its own
 // and its node's address. One egress node dies: every connection leaves
-// through the other within seconds (three rounds, the node revived between
-// them; the times are logged). ovn-egress verify
+// through the other within seconds (three rounds on OVN 25.03, the node
+// revived between them; the times are logged). ovn-egress verify
 // finds no drift, then the drift of the EgressIP's set while the master is
 // stopped, which the restarted master repairs. Deleting the EgressIP gives
 // the pod its node's address back. The suite's capture
@@ -260,9 +260,17 @@ func TestEgressIP(t *testing.T) {
 
 	// node2 dies: every connection leaves through node3. Three rounds, node2
 	// revived between them (it takes its IP back at once: the only node that
-	// can hold it, even in its hold-down).
+	// can hold it, even in its hold-down). On OVN 23.03 one round: Debian
+	// 12's OVS 3.1 userspace conntrack asserts when the IP moves back and
+	// forth under load (conntrack.c "conn->conn_type ==
+	// CT_CONN_TYPE_DEFAULT", seen once in CI at the third round; the same
+	// OVS bug as docs/reliability.md's soak), which kills the test's
+	// dataplane, not ovn-egress.
 	survivor := onNode["node3"]
-	const rounds = 3
+	rounds := 3
+	if testenv.OVNVersion() != testenv.OVN25 {
+		rounds = 1
+	}
 	var took []time.Duration
 	for round := 1; round <= rounds; round++ {
 		died := time.Now()
