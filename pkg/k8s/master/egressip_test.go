@@ -3,6 +3,7 @@ package master_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -51,8 +52,8 @@ func TestEgressIPRowsFollowTheAssignment(t *testing.T) {
 	}
 	labelNamespace(true)
 	podIP := c.topo.Nodes[0].PodIP(ipfamily.V4, 5).String()
-	runPod(t, c.ns, "client", "node1", podIP)
-	runPod(t, c.ns, "host-net", "node1", "172.18.0.2", func(p *corev1.Pod) { p.Spec.HostNetwork = true })
+	kube.RunPod(t, c.ns, "client", "node1", nil, []netip.Addr{netip.MustParseAddr(podIP)})
+	kube.RunPod(t, c.ns, "host-net", "node1", nil, []netip.Addr{netip.MustParseAddr("172.18.0.2")}, func(p *corev1.Pod) { p.Spec.HostNetwork = true })
 
 	prober := &deadNodes{dead: map[string]bool{}, probed: map[string]bool{}}
 	cfg := c.config("ovn-egress-master") // the Lease the RBAC names
@@ -122,31 +123,6 @@ func TestEgressIPRowsFollowTheAssignment(t *testing.T) {
 	}
 }
 
-// runPod creates a Running pod on node with address ip (no kubelet here:
-// the status is written directly), deleted when t ends.
-func runPod(t *testing.T, ns, name, node, ip string, edit ...func(*corev1.Pod)) {
-	t.Helper()
-	ctx := context.Background()
-	api := kube.Client.CoreV1().Pods(ns)
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}
-	for _, f := range edit {
-		f(p)
-	}
-	cur, err := api.Create(ctx, p, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		zero := int64(0)
-		_ = api.Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	})
-	cur.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}
-	if _, err := api.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestEgressIPRowsStandBackFromOVNKubernetesEgressIP: while ovn-kubernetes'
 // own EgressIP feature has its policies in NB, the master writes no EgressIP
 // rows (both would steer the same pods at the same priority) and says why;
@@ -165,7 +141,7 @@ func TestEgressIPRowsStandBackFromOVNKubernetesEgressIP(t *testing.T) {
 	if _, err := kube.Client.CoreV1().Namespaces().Patch(ctx, c.ns, types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{"team":%q}}}`, team)), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	runPod(t, c.ns, "client", "node1", c.topo.Nodes[0].PodIP(ipfamily.V4, 7).String())
+	kube.RunPod(t, c.ns, "client", "node1", nil, []netip.Addr{c.topo.Nodes[0].PodIP(ipfamily.V4, 7)})
 	// ovn-kubernetes' no-reroute policy, as its EgressIP feature writes it.
 	foreign := strings.TrimSpace(c.ovn.MustNBCtl(t, "--id=@p", "create", "Logical_Router_Policy", "priority=102", `match="ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16"`, "action=allow",
 		`external_ids:k8s.ovn.org/owner-controller=default-network-controller`, `external_ids:k8s.ovn.org/owner-type=EgressIP`, `external_ids:k8s.ovn.org/name=EIP-No-Reroute-Pod-To-Pod`,

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -137,29 +136,10 @@ func testBesideOVNKubernetesEgressIP(t *testing.T, mode string) {
 }
 
 // podObject creates the Pod object of p in the workload namespace with
-// labels, Running with p's addresses (no kubelet here: the status is
-// written directly), and deletes it when the test ends.
+// labels, Running with p's addresses.
 func (c *cluster) podObject(p *pod, labels map[string]string) {
 	c.t.Helper()
-	ctx := context.Background()
-	api := kube.Client.CoreV1().Pods(c.ns)
-	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: labels},
-		Spec: corev1.PodSpec{NodeName: p.node, Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}
-	cur, err := api.Create(ctx, obj, metav1.CreateOptions{})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() {
-		zero := int64(0)
-		_ = api.Delete(context.Background(), p.name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	})
-	cur.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: p.ips[0].String()}
-	for _, ip := range p.ips {
-		cur.Status.PodIPs = append(cur.Status.PodIPs, corev1.PodIP{IP: ip.String()})
-	}
-	if _, err := api.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		c.t.Fatal(err)
-	}
+	kube.RunPod(c.t, c.ns, p.name, p.node, labels, p.ips)
 }
 
 // labelNamespace sets a label on the workload namespace.
