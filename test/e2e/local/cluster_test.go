@@ -290,21 +290,45 @@ func masterIdentity(i int) string { return fmt.Sprintf("master-%d", i) }
 // manifests' 9476; replica i listens on 9476+i in its pod).
 const masterMetricsPort = 9476
 
-// startAgent starts the node agent of node inside its host namespace.
+// startAgent starts the node agent of node inside its host namespace. Its
+// metrics port is chosen free beforehand, so another process (the test
+// packages run side by side) may take it meanwhile: an agent that exits
+// with "address already in use" is started again on a fresh port.
 func (c *cluster) startAgent(node string) *testenv.Process {
-	if c.agentMetrics[node] == "" {
-		ports, err := testenv.FreePorts(1)
-		if err != nil {
-			c.t.Fatal(err)
+	for attempt := 0; ; attempt++ {
+		if c.agentMetrics[node] == "" {
+			ports, err := testenv.FreePorts(1)
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			c.agentMetrics[node] = fmt.Sprintf("127.0.0.1:%d", ports[0])
 		}
-		c.agentMetrics[node] = fmt.Sprintf("127.0.0.1:%d", ports[0])
+		args := []string{"node", "--node-name=" + node, "--netns=" + c.dp.Hosts[node].Name, "--kubeconfig=" + c.ncfg,
+			"--health-listen", "--withdraw-grace=1s", "--log-level=debug", c.subnetFlags()[0],
+			"--metrics-address=" + c.agentMetrics[node]}
+		p := c.procs.Start(c.dir, "agent-"+node, nil, bin, args...)
+		c.agents[node] = p
+		if attempt == 3 || !metricsPortTaken(p) {
+			return p
+		}
+		c.t.Logf("agent %s: metrics port %s taken meanwhile; starting it on another", node, c.agentMetrics[node])
+		c.agentMetrics[node] = ""
 	}
-	args := []string{"node", "--node-name=" + node, "--netns=" + c.dp.Hosts[node].Name, "--kubeconfig=" + c.ncfg,
-		"--health-listen", "--withdraw-grace=1s", "--log-level=debug", c.subnetFlags()[0],
-		"--metrics-address=" + c.agentMetrics[node]}
-	p := c.procs.Start(c.dir, "agent-"+node, nil, bin, args...)
-	c.agents[node] = p
-	return p
+}
+
+// metricsPortTaken waits until p serves its metrics or exits, and reports
+// whether it exited because its metrics address was in use.
+func metricsPortTaken(p *testenv.Process) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		log := p.Log(20)
+		if strings.Contains(log, "serving /metrics") {
+			return false
+		}
+		if p.Exited() != nil {
+			return strings.Contains(log, "address already in use")
+		}
+	}
+	return false
 }
 
 // addPod starts a pod on node with addresses .k of each family.
