@@ -51,6 +51,12 @@ type OVNOptions struct {
 	// each on its own unix socket and 127.0.0.1 port (NBAddress lists them
 	// all; NBTCPAddresses the ports). NBTCP and NBSSL do not apply.
 	NBMembers int
+	// NBFile and SBFile, when set, start the databases from copies of these
+	// files (a topology written once, reused) instead of empty ones.
+	NBFile, SBFile string
+	// ReadyTimeout bounds northd's first sync (30 s when zero): a large NB
+	// takes northd longer to compute.
+	ReadyTimeout time.Duration
 }
 
 // NewOVN starts NB, SB and northd in a temporary directory of t and stops them
@@ -96,7 +102,14 @@ func StartOVN(dir string, opts OVNOptions) (*OVN, error) {
 	if opts.NBMembers <= 1 {
 		dbs = append(dbs, struct{ file, schema string }{"nb.db", inst.NBSchema()})
 	}
+	from := map[string]string{"nb.db": opts.NBFile, "sb.db": opts.SBFile}
 	for _, db := range dbs {
+		if src := from[db.file]; src != "" {
+			if err := copyFile(src, filepath.Join(dir, db.file)); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if out, err := exec.Command(bins["ovsdb-tool"], "create", filepath.Join(dir, db.file), db.schema).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("ovsdb-tool create %s: %v: %s", db.file, err, out)
 		}
@@ -129,12 +142,28 @@ func StartOVN(dir string, opts OVNOptions) (*OVN, error) {
 			o.Stop()
 			return nil, err
 		}
-		if _, err := o.nbctl(30*time.Second, "--wait=sb", "sync"); err != nil {
+		ready := opts.ReadyTimeout
+		if ready == 0 {
+			ready = 30 * time.Second
+		}
+		if _, err := o.nbctl(ready, "--wait=sb", "sync"); err != nil {
 			o.Stop()
 			return nil, fmt.Errorf("northd readiness: %w\n%s", err, tail(filepath.Join(dir, "ovn-northd.log"), 20))
 		}
 	}
 	return o, nil
+}
+
+// copyFile copies a database file.
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", src, err)
+	}
+	if err := os.WriteFile(dst, b, 0o640); err != nil {
+		return fmt.Errorf("write %s: %w", dst, err)
+	}
+	return nil
 }
 
 var listenPortRE = regexp.MustCompile(`0:127\.0\.0\.1: listening on port (\d+)`)
@@ -330,6 +359,12 @@ func (o *OVN) NorthdCtl() string { return filepath.Join(o.Dir, "ovn-northd.ctl")
 // NBCtl runs ovn-nbctl against the NB database and returns its trimmed stdout.
 func (o *OVN) NBCtl(args ...string) (string, error) { return o.nbctl(30*time.Second, args...) }
 
+// NBCtlWithin is NBCtl with a longer budget than its 30 s (a topology of
+// thousands of nodes, or --wait=sb while northd computes it).
+func (o *OVN) NBCtlWithin(timeout time.Duration, args ...string) (string, error) {
+	return o.nbctl(timeout, args...)
+}
+
 // SBCtl runs ovn-sbctl against the SB database and returns its trimmed stdout.
 func (o *OVN) SBCtl(args ...string) (string, error) {
 	return o.run("ovn-sbctl", append([]string{"--db=" + o.SBAddress(), "--timeout=30"}, args...)...)
@@ -353,7 +388,8 @@ func (o *OVN) Trace(args ...string) (string, error) {
 
 func (o *OVN) nbctl(timeout time.Duration, args ...string) (string, error) {
 	if o.raft == nil {
-		return o.run("ovn-nbctl", append([]string{"--db=" + o.NBAddress(), fmt.Sprintf("--timeout=%d", int(timeout.Seconds()))}, args...)...)
+		return o.runFor(max(60*time.Second, timeout+10*time.Second), "ovn-nbctl",
+			append([]string{"--db=" + o.NBAddress(), fmt.Sprintf("--timeout=%d", int(timeout.Seconds()))}, args...)...)
 	}
 	// ovn-nbctl tries one remote once: a member that is down, or one that
 	// follows while the cluster elects a leader, fails it. Ask the running
@@ -369,7 +405,12 @@ func (o *OVN) nbctl(timeout time.Duration, args ...string) (string, error) {
 }
 
 func (o *OVN) run(bin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return o.runFor(60*time.Second, bin, args...)
+}
+
+// runFor is run with the command killed after limit.
+func (o *OVN) runFor(limit time.Duration, bin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, o.bins[bin], args...)
 	cmd.Env = append(os.Environ(), o.env...)

@@ -29,7 +29,14 @@ type Topology struct {
 	// its name) with an address on the transit switch: build each zone's NB
 	// with ZoneNBCtlCommands.
 	Interconnect bool
-	Nodes        []TopologyNode
+	// DynamicNeighbours sets ovn-kubernetes' gateway-router options
+	// dynamic_neigh_routers=true and always_learn_from_arp_request=false:
+	// a GR then learns its join-switch neighbours by ARP instead of northd
+	// writing every other GR's address into every GR (flows growing with the
+	// square of the nodes: ovn-northd took 5.7 GiB and still grew at 5,000
+	// nodes without it). nb-shapes.md records ovn-kubernetes setting both.
+	DynamicNeighbours bool
+	Nodes             []TopologyNode
 }
 
 // TopologyNode is one node of a Topology.
@@ -206,6 +213,9 @@ func (t Topology) commands(zone string) []string {
 			chassis = "chassis-" + n.Name
 		}
 		cmd("set", "Logical_Router", gr, "options:chassis="+chassis)
+		if t.DynamicNeighbours {
+			cmd("set", "Logical_Router", gr, "options:dynamic_neigh_routers=true", "options:always_learn_from_arp_request=false")
+		}
 		cmd(append([]string{"lrp-add", gr, "rtoj-" + gr, MAC(n.JoinIPs[0].Addr())}, prefixStrings(n.JoinIPs)...)...)
 		routerLSP("join", "jtor-"+gr, "rtoj-"+gr)
 		cmd(append([]string{"lrp-add", gr, "rtoe-" + gr, MAC(n.ExternalIPs[0].Addr())}, prefixStrings(n.ExternalIPs)...)...)

@@ -28,7 +28,7 @@ func TestBenchRuns(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	err := run(ctx, []string{"-services", "12", "-endpoints", "2", "-nodes", "3", "-churn", "3", "-peer-churn", "3",
-		"-sustain", "1s", "-out", out}, &stdout, &stderr)
+		"-sustain", "1s", "-health-window", "1s", "-out", out}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s\n%s", err, stdout.String(), stderr.String())
 	}
@@ -69,7 +69,7 @@ func TestBenchRuns(t *testing.T) {
 func BenchmarkDrainFed(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	w, err := newWorld(size{Services: 10000, Endpoints: 4, Nodes: 50})
+	w, err := newWorld(defaultSize)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func (b *bench) loadPeer(ctx context.Context, r *result, env *ovnEnv) (rawWrite,
 	if err != nil {
 		return rawWrite{}, err
 	}
-	n := b.w.size.Services * b.w.size.Endpoints
+	n := b.w.size.total()
 	peer, err := writeRaw(ctx, env, ops, env.sb.flowsAtLeast(stagePolicy, n))
 	if err != nil {
 		return peer, wrap("peer shape", err)

@@ -131,7 +131,7 @@ func (w *world) peerOps() ([]ovsdb.Operation, error) {
 	var refs []any
 	for s := 0; s < w.size.Services; s++ {
 		nh := w.mgmtIP(w.host(s)).String()
-		for j := 0; j < w.size.Endpoints; j++ {
+		for j := 0; j < w.size.endpointsOf(s); j++ {
 			ip, _ := w.endpoint(s, j)
 			name := fmt.Sprintf("p%d", len(refs))
 			params = append(params, peerPolicy(name, ip.String(), nh, w.key(s)))

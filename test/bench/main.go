@@ -48,17 +48,19 @@ type options struct {
 	churn     int
 	peerChurn int
 	failovers int
-	sustain   time.Duration
-	rate      float64
-	kubeQPS   float64
-	logLevel  string
-	profile   string
+	// healthWindow is how long the health scenario probes (each side).
+	healthWindow time.Duration
+	sustain      time.Duration
+	rate         float64
+	kubeQPS      float64
+	logLevel     string
+	profile      string
 }
 
 // allScenarios in the order they run (host selection first: it leaves the
 // API server's EgressServices with hosts the later scenarios reuse).
 func allScenarios() []string {
-	return []string{"selection", "converge", "steady", "churn", "failover", "gateway", "natshape", "node"}
+	return []string{"selection", "converge", "steady", "churn", "failover", "health", "gateway", "natshape", "node"}
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -70,11 +72,14 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.size.Endpoints, "endpoints", 4, "endpoints per service (M)")
 	fs.IntVar(&o.size.Nodes, "nodes", 50, "nodes (K); every node hosts N/K services")
 	quick := fs.Bool("quick", false, "CI size: 1000 × 4 × 10, fewer churn rounds (well under 3 minutes)")
+	named := fs.String("size", "", "a named size instead of -services/-endpoints/-nodes: "+mixEnvelope+
+		" (Kubernetes' scalability envelope: 10,000 services, 150,000 endpoints, 5,000 nodes; 3 peer-shape changes)")
 	fs.StringVar(&scen, "scenarios", "all", "comma-separated: "+strings.Join(allScenarios(), ","))
 	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON results")
 	fs.IntVar(&o.churn, "churn", 100, "endpoint changes measured one at a time (R)")
 	fs.IntVar(&o.peerChurn, "peer-churn", 20, "endpoint changes measured on the peer shape (each costs northd a full recompute)")
 	fs.IntVar(&o.failovers, "failover-rounds", 10, "hosts failed one after the other in the failover scenario (at most nodes-1)")
+	fs.DurationVar(&o.healthWindow, "health-window", 20*time.Second, "health checks: how long the master and the bare loop each probe")
 	fs.DurationVar(&o.sustain, "sustain", 10*time.Second, "gateway backend: length of the sustained churn")
 	fs.Float64Var(&o.rate, "rate", 20, "gateway backend: endpoint changes per second during the sustained churn")
 	fs.Float64Var(&o.kubeQPS, "kube-qps", -1, "client-side QPS towards the API server for the master and the bare client alike (-1: unlimited)")
@@ -99,6 +104,22 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		if !set["sustain"] {
 			o.sustain = 5 * time.Second
 		}
+		if !set["health-window"] {
+			o.healthWindow = 5 * time.Second
+		}
+	}
+	switch *named {
+	case "":
+	case mixEnvelope:
+		if set["services"] || set["endpoints"] || set["nodes"] || *quick {
+			return o, fmt.Errorf("-size=%s sets the size: no -services, -endpoints, -nodes or -quick with it", *named)
+		}
+		o.size = envelopeSize
+		if !set["peer-churn"] {
+			o.peerChurn = 3 // each costs northd a full recompute of 150,000 policies
+		}
+	default:
+		return o, fmt.Errorf("unknown -size %q (want %s)", *named, mixEnvelope)
 	}
 	if scen == "all" {
 		o.scenarios = allScenarios()
@@ -114,8 +135,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.churn < 3 || o.peerChurn < 3 {
 		return o, fmt.Errorf("-churn and -peer-churn must be at least 3 (one add, move and remove)")
 	}
-	if o.rate <= 0 || o.sustain <= 0 {
-		return o, fmt.Errorf("-rate and -sustain must be positive")
+	if o.rate <= 0 || o.sustain <= 0 || o.healthWindow <= 0 {
+		return o, fmt.Errorf("-rate, -sustain and -health-window must be positive")
 	}
 	return o, nil
 }
@@ -154,6 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("temp dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	w.cacheDir = tmp
 	b := &bench{opts: o, w: w, log: l.WithField("component", "bench"), out: stdout, tmp: tmp}
 	defer b.close()
 	if w.natMatch, err = b.detectNATMatch(ctx); err != nil {
@@ -205,7 +227,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout)
 	printTable(stdout, results)
-	if (o.size != size{Services: 10000, Endpoints: 4, Nodes: 50}) {
+	if o.size != defaultSize && o.size != envelopeSize {
 		fmt.Fprintf(stdout, "(DESIGN §6 states the targets for 10000 × 4 × 50; at %s they are indicative: the peer shape's costs grow with its row count)\n", o.size)
 	}
 	if len(failed) > 0 {
@@ -230,6 +252,7 @@ func (b *bench) scenario(name string) func(context.Context, *result) error {
 		"steady":    b.runSteady,
 		"churn":     b.runChurn,
 		"failover":  b.runFailover,
+		"health":    b.runHealth,
 		"gateway":   b.runGateway,
 		"natshape":  b.runNATShape,
 		"node":      b.runNodeAgent,

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -102,12 +104,17 @@ func (b *bench) measureNATShape(ctx context.Context, r *result, s natShape) (nat
 // detectNATMatch starts this run's OVN once and reads the NB schema: does
 // NAT have match and priority (what the master's client detects)?
 func (b *bench) detectNATMatch(ctx context.Context) (bool, error) {
-	env, err := startOVN(ctx, b.w, false)
+	dir, err := os.MkdirTemp("", "oeb-")
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("temp dir: %w", err)
 	}
-	defer env.stop()
-	c, err := rawClient(ctx, env.o.NBAddress())
+	defer os.RemoveAll(dir)
+	o, err := testenv.StartOVN(dir, testenv.OVNOptions{}) // the schema is all it reads: no topology
+	if err != nil {
+		return false, fmt.Errorf("start OVN: %w", err)
+	}
+	defer o.Stop()
+	c, err := rawClient(ctx, o.NBAddress())
 	if err != nil {
 		return false, err
 	}
@@ -143,7 +150,7 @@ func (b *bench) perEndpointNAT() natShape {
 		n := 0
 		for s := 0; s < w.size.Services; s++ {
 			gr := translate.GatewayRouter(w.nodeName(w.host(s)))
-			for j := 0; j < w.size.Endpoints; j++ {
+			for j := 0; j < w.size.endpointsOf(s); j++ {
 				ip, _ := w.endpoint(s, j)
 				name := fmt.Sprintf("n%d", n)
 				n++
@@ -196,7 +203,7 @@ func (b *bench) perServiceNAT() natShape {
 		for s := 0; s < w.size.Services; s++ {
 			gr := translate.GatewayRouter(w.nodeName(w.host(s)))
 			var addrs []any
-			for j := 0; j < w.size.Endpoints; j++ {
+			for j := 0; j < w.size.endpointsOf(s); j++ {
 				ip, _ := w.endpoint(s, j)
 				addrs = append(addrs, ip.String())
 			}

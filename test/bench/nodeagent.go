@@ -26,7 +26,7 @@ const agentTable = 100
 func (w *world) agentState() translate.NodeState {
 	st := translate.NodeState{NoSNAT: w.topo.ClusterSubnets}
 	for s := 0; s < w.size.Services; s++ {
-		for j := 0; j < w.size.Endpoints; j++ {
+		for j := 0; j < w.size.endpointsOf(s); j++ {
 			ip, _ := w.endpoint(s, j)
 			st.Rules = append(st.Rules, translate.IPRule{Family: ipfamily.V4, Priority: translate.DefaultRulePriority,
 				Src: netip.PrefixFrom(ip, 32), Table: agentTable})

@@ -34,15 +34,26 @@ func startOVN(ctx context.Context, w *world, watchNBRows bool) (*ovnEnv, error) 
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	o, err := testenv.StartOVN(dir, testenv.OVNOptions{})
+	opts := testenv.OVNOptions{ReadyTimeout: w.ovnTimeout()}
+	cached := w.topoNB != ""
+	if cached {
+		opts.NBFile, opts.SBFile = w.topoNB, w.topoSB
+	}
+	o, err := testenv.StartOVN(dir, opts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start OVN: %w", err)
 	}
 	e := &ovnEnv{o: o, dir: dir}
-	if _, err := o.NBCtl(append([]string{"--wait=sb"}, w.topo.NBCtlCommands()...)...); err != nil {
-		e.stop()
-		return nil, fmt.Errorf("build topology: %w", err)
+	if !cached {
+		if err := e.buildTopology(w); err != nil {
+			e.stop()
+			return nil, fmt.Errorf("build topology: %w", err)
+		}
+		if err := e.keepTopology(w); err != nil {
+			e.stop()
+			return nil, err
+		}
 	}
 	if watchNBRows {
 		if e.nb, err = watchNB(ctx, o.NBAddress()); err != nil {
@@ -55,6 +66,72 @@ func startOVN(ctx context.Context, w *world, watchNBRows bool) (*ovnEnv, error) 
 		return nil, err
 	}
 	return e, nil
+}
+
+// keepTopology copies the databases holding just the topology into the
+// world's cache directory, for the next environments to start from
+// (thousands of nodes take ovn-nbctl minutes to write).
+func (e *ovnEnv) keepTopology(w *world) error {
+	if w.cacheDir == "" {
+		return nil
+	}
+	e.settle()
+	nb, sb := filepath.Join(w.cacheDir, "topology-nb.db"), filepath.Join(w.cacheDir, "topology-sb.db")
+	for src, dst := range map[string]string{filepath.Join(e.dir, "nb.db"): nb, filepath.Join(e.dir, "sb.db"): sb} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return fmt.Errorf("keep the topology: %w", err)
+		}
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			return fmt.Errorf("keep the topology: %w", err)
+		}
+	}
+	w.topoNB, w.topoSB = nb, sb
+	return nil
+}
+
+// topologyBatch is how many ovn-nbctl arguments one call gets: thousands
+// of nodes' topology does not fit in one command line (ARG_MAX).
+const topologyBatch = 20000
+
+// buildTopology writes the world's topology in ovn-nbctl calls of at most
+// topologyBatch arguments, cut between commands, and waits for the SB.
+// northd is paused meanwhile: it computes the whole topology once instead
+// of once per call.
+func (e *ovnEnv) buildTopology(w *world) error {
+	if _, err := e.o.Appctl("ovn-northd", "pause"); err != nil {
+		return err
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_, _ = e.o.Appctl("ovn-northd", "resume")
+		}
+	}()
+	args := w.topo.NBCtlCommands()
+	timeout := w.ovnTimeout()
+	for len(args) > 0 {
+		n := len(args)
+		if n > topologyBatch {
+			n = topologyBatch
+			for n > 0 && args[n] != "--" {
+				n-- // end the batch before the next command
+			}
+			if n == 0 {
+				return fmt.Errorf("an ovn-nbctl command of more than %d arguments", topologyBatch)
+			}
+		}
+		if _, err := e.o.NBCtlWithin(timeout, args[:n]...); err != nil {
+			return err
+		}
+		args = args[n:]
+	}
+	resumed = true
+	if _, err := e.o.Appctl("ovn-northd", "resume"); err != nil {
+		return err
+	}
+	_, err := e.o.NBCtlWithin(timeout, "--wait=sb", "sync")
+	return err
 }
 
 func (e *ovnEnv) stop() {
