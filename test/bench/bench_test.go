@@ -28,7 +28,7 @@ func TestBenchRuns(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	err := run(ctx, []string{"-services", "12", "-endpoints", "2", "-nodes", "3", "-churn", "3", "-peer-churn", "3",
-		"-sustain", "1s", "-health-window", "1s", "-out", out}, &stdout, &stderr)
+		"-sustain", "1s", "-health-window", "1s", "-eip-pods", "24", "-eips", "4", "-out", out}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s\n%s", err, stdout.String(), stderr.String())
 	}

@@ -230,7 +230,7 @@ func (b *bench) convergeBinary(ctx context.Context, r *result, lim rawWrite) err
 	r.Details["binary_nb_log"] = tx
 	translationCheck(r, "translation: synced → NB complete (binary, real API server)", nbDone.Sub(synced.at), lim.commit, list)
 	rssLimit := 300.0 // DESIGN §6 at the default size
-	if b.w.size == envelopeSize {
+	if b.w.size.Mix == mixEnvelope {
 		rssLimit = 1024 // issue 18 at the envelope
 	}
 	r.check("master peak RSS at this size", peak, "MiB", "<", rssLimit, fmt.Sprintf("%.0f MiB", peak), fmt.Sprintf("< %.0f MiB", rssLimit))

@@ -27,10 +27,18 @@ type change struct {
 // changes plans n changes: add, move, remove on one service, then the next
 // service (spread over hosts and nodes).
 func (w *world) changes(n int) []change {
+	return w.changesOver(n, w.size.Services, 7919, 13)
+}
+
+// changesOver plans n changes over groups (services, or EgressIPs: svc is
+// the group): a pod added, moved to a new address on the next node (as a
+// rollout does), removed; every third change starts on the group
+// (i/3*stride + offset) mod groups.
+func (w *world) changesOver(n, groups, stride, offset int) []change {
 	var out []change
 	var cur netip.Addr
 	for i := 0; i < n; i++ {
-		s := (i/3*7919 + 13) % w.size.Services
+		s := (i/3*stride + offset) % groups
 		node := (i/3*31 + 5) % w.size.Nodes
 		switch i % 3 {
 		case 0:
@@ -118,25 +126,34 @@ func (b *bench) churnOurs(ctx context.Context, l *loaded, chs []change) (churnRe
 	mark := env.nbLog().mark()
 	for _, c := range chs {
 		nbConds, sbConds := changeConds(env, sets, b.w.nodeName(b.w.host(c.svc)), c, gateway, b.w.natSet(c))
-		cctx, cancel := within(ctx, 60*time.Second)
-		start := time.Now()
-		err := l.applySlice(cctx, b.w, c)
-		var nbAt, sbAt time.Time
-		if err == nil {
-			nbAt, err = env.nb.wait(cctx, c.kind+" in NB", nbConds)
-		}
-		if err == nil {
-			sbAt, err = env.sb.wait(cctx, c.kind+" in SB", sbConds)
-		}
-		cancel()
-		if err != nil {
+		if err := res.time(ctx, env, c.kind, func(ctx context.Context) error { return l.applySlice(ctx, b.w, c) }, nbConds, sbConds); err != nil {
 			return res, err
 		}
-		res.nb = append(res.nb, nbAt.Sub(start))
-		res.sb = append(res.sb, sbAt.Sub(start))
-		env.settle()
 	}
 	return res, b.churnCounters(env, mark, &res)
+}
+
+// time applies one change and records how long NB, then SB, took to meet
+// their conditions; then lets OVN settle.
+func (res *churnResult) time(ctx context.Context, env *ovnEnv, what string, apply func(context.Context) error, nbConds, sbConds func() bool) error {
+	ctx, cancel := within(ctx, 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := apply(ctx); err != nil {
+		return err
+	}
+	nbAt, err := env.nb.wait(ctx, what+" in NB", nbConds)
+	if err != nil {
+		return err
+	}
+	sbAt, err := env.sb.wait(ctx, what+" in SB", sbConds)
+	if err != nil {
+		return err
+	}
+	res.nb = append(res.nb, nbAt.Sub(start))
+	res.sb = append(res.sb, sbAt.Sub(start))
+	env.settle()
+	return nil
 }
 
 // natSet is the name of the per-service NAT address set a change touches
@@ -274,9 +291,15 @@ func (b *bench) runChurn(ctx context.Context, r *result) error {
 	return nil
 }
 
-// rawChurn loads a row shape on a fresh NB and applies -peer-churn changes
-// to it, one raw transaction each.
+// rawChurn loads a row shape on a fresh NB and applies -peer-churn endpoint
+// changes to it, one raw transaction each.
 func (b *bench) rawChurn(ctx context.Context, r *result, p string, load func(*ovnEnv) error, render func(*ovnEnv) rawChange) (churnResult, error) {
+	return b.rawChurnOf(ctx, r, p, load, render, b.w.changes(b.opts.peerChurn))
+}
+
+// rawChurnOf loads a row shape on a fresh NB and applies chs to it, one raw
+// transaction each.
+func (b *bench) rawChurnOf(ctx context.Context, r *result, p string, load func(*ovnEnv) error, render func(*ovnEnv) rawChange, chs []change) (churnResult, error) {
 	env, err := startOVN(ctx, b.w, false)
 	if err != nil {
 		return churnResult{}, err
@@ -285,8 +308,7 @@ func (b *bench) rawChurn(ctx context.Context, r *result, p string, load func(*ov
 	if err := load(env); err != nil {
 		return churnResult{}, err
 	}
-	chs := b.w.changes(b.opts.peerChurn)
-	b.step("%s%d endpoint changes, one raw transaction each", p, len(chs))
+	b.step("%s%d changes, one raw transaction each", p, len(chs))
 	res, err := b.churnRaw(ctx, env, chs, render(env))
 	if err == nil {
 		res.report(r, p, len(chs))

@@ -181,9 +181,9 @@ type bareRun struct {
 	wall     time.Duration
 }
 
-// bareProbes makes n parallel connects to target every interval (each
-// bounded by timeout) for window: the connects a health round needs, with
-// nothing else.
+// bareProbes makes n connects to target every interval, spread evenly over
+// it as the master spreads its probes (each bounded by timeout), for
+// window: the connects a health round needs, with nothing else.
 func bareProbes(ctx context.Context, target string, n int, interval, timeout, window time.Duration) (bareRun, error) {
 	var res bareRun
 	var d net.Dialer
@@ -194,10 +194,12 @@ func bareProbes(ctx context.Context, target string, n int, interval, timeout, wi
 	defer tick.Stop()
 	var wg sync.WaitGroup
 	for time.Since(t0) < window && ctx.Err() == nil {
+		round := time.Now()
 		for i := 0; i < n; i++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				sleepCtx(ctx, time.Until(round.Add(interval*time.Duration(i)/time.Duration(n))))
 				cctx, cancel := context.WithTimeout(ctx, timeout)
 				c, err := d.DialContext(cctx, "tcp", target)
 				cancel()

@@ -50,17 +50,19 @@ type options struct {
 	failovers int
 	// healthWindow is how long the health scenario probes (each side).
 	healthWindow time.Duration
-	sustain      time.Duration
-	rate         float64
-	kubeQPS      float64
-	logLevel     string
-	profile      string
+	// eip is the EgressIP scenario's size.
+	eip      eipSize
+	sustain  time.Duration
+	rate     float64
+	kubeQPS  float64
+	logLevel string
+	profile  string
 }
 
 // allScenarios in the order they run (host selection first: it leaves the
 // API server's EgressServices with hosts the later scenarios reuse).
 func allScenarios() []string {
-	return []string{"selection", "converge", "steady", "churn", "failover", "health", "gateway", "natshape", "node"}
+	return []string{"selection", "converge", "steady", "churn", "failover", "health", "zone", "egressip", "gateway", "natshape", "node"}
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -73,13 +75,16 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.size.Nodes, "nodes", 50, "nodes (K); every node hosts N/K services")
 	quick := fs.Bool("quick", false, "CI size: 1000 × 4 × 10, fewer churn rounds (well under 3 minutes)")
 	named := fs.String("size", "", "a named size instead of -services/-endpoints/-nodes: "+mixEnvelope+
-		" (Kubernetes' scalability envelope: 10,000 services, 150,000 endpoints, 5,000 nodes; 3 peer-shape changes)")
+		" (Kubernetes' scalability envelope: 10,000 services, 150,000 endpoints, 5,000 nodes; 3 peer-shape changes;"+
+		" -nodes may lower the node count, keeping the services and endpoints)")
 	fs.StringVar(&scen, "scenarios", "all", "comma-separated: "+strings.Join(allScenarios(), ","))
 	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON results")
 	fs.IntVar(&o.churn, "churn", 100, "endpoint changes measured one at a time (R)")
 	fs.IntVar(&o.peerChurn, "peer-churn", 20, "endpoint changes measured on the peer shape (each costs northd a full recompute)")
 	fs.IntVar(&o.failovers, "failover-rounds", 10, "hosts failed one after the other in the failover scenario (at most nodes-1)")
 	fs.DurationVar(&o.healthWindow, "health-window", 20*time.Second, "health checks: how long the master and the bare loop each probe")
+	fs.IntVar(&o.eip.Pods, "eip-pods", 10000, "egressip: pods selected by EgressIPs")
+	fs.IntVar(&o.eip.Objects, "eips", 100, "egressip: EgressIP objects (one IP on one egress node each)")
 	fs.DurationVar(&o.sustain, "sustain", 10*time.Second, "gateway backend: length of the sustained churn")
 	fs.Float64Var(&o.rate, "rate", 20, "gateway backend: endpoint changes per second during the sustained churn")
 	fs.Float64Var(&o.kubeQPS, "kube-qps", -1, "client-side QPS towards the API server for the master and the bare client alike (-1: unlimited)")
@@ -101,6 +106,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		quickInt("churn", &o.churn, 30)
 		quickInt("peer-churn", &o.peerChurn, 6)
 		quickInt("failover-rounds", &o.failovers, 3)
+		quickInt("eip-pods", &o.eip.Pods, 1000)
+		quickInt("eips", &o.eip.Objects, 10)
 		if !set["sustain"] {
 			o.sustain = 5 * time.Second
 		}
@@ -111,10 +118,16 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	switch *named {
 	case "":
 	case mixEnvelope:
-		if set["services"] || set["endpoints"] || set["nodes"] || *quick {
-			return o, fmt.Errorf("-size=%s sets the size: no -services, -endpoints, -nodes or -quick with it", *named)
+		if set["services"] || set["endpoints"] || *quick {
+			return o, fmt.Errorf("-size=%s sets the size: no -services, -endpoints or -quick with it (-nodes lowers its node count)", *named)
 		}
+		nodes := o.size.Nodes
 		o.size = envelopeSize
+		if set["nodes"] {
+			// The part of the envelope one machine's central NB holds: the
+			// same services and endpoints on fewer nodes (docs/performance.md §7).
+			o.size.Nodes = nodes
+		}
 		if !set["peer-churn"] {
 			o.peerChurn = 3 // each costs northd a full recompute of 150,000 policies
 		}
@@ -227,7 +240,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout)
 	printTable(stdout, results)
-	if o.size != defaultSize && o.size != envelopeSize {
+	if o.size != defaultSize && o.size.Mix != mixEnvelope {
 		fmt.Fprintf(stdout, "(DESIGN §6 states the targets for 10000 × 4 × 50; at %s they are indicative: the peer shape's costs grow with its row count)\n", o.size)
 	}
 	if len(failed) > 0 {
@@ -253,6 +266,8 @@ func (b *bench) scenario(name string) func(context.Context, *result) error {
 		"churn":     b.runChurn,
 		"failover":  b.runFailover,
 		"health":    b.runHealth,
+		"zone":      b.runZone,
+		"egressip":  b.runEgressIP,
 		"gateway":   b.runGateway,
 		"natshape":  b.runNATShape,
 		"node":      b.runNodeAgent,

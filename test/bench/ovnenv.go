@@ -25,19 +25,25 @@ type ovnEnv struct {
 	sb  *sbWatch
 }
 
-// startOVN starts the daemons in a short temporary directory (unix socket
-// paths are limited to 108 bytes), writes the topology with one
-// ovn-nbctl --wait=sb call and starts the watches. Without watchNB the NB
-// server serves no monitor but northd's and the writer's.
+// startOVN starts the daemons of the central layout (startLayout).
 func startOVN(ctx context.Context, w *world, watchNBRows bool) (*ovnEnv, error) {
+	return startLayout(ctx, w, w.central(), watchNBRows)
+}
+
+// startLayout starts the daemons in a short temporary directory (unix
+// socket paths are limited to 108 bytes), writes the layout's topology
+// (buildTopology) or starts from its databases kept earlier in the run, and
+// starts the watches. Without watchNB the NB server serves no monitor but
+// northd's and the writer's.
+func startLayout(ctx context.Context, w *world, lay layout, watchNBRows bool) (*ovnEnv, error) {
 	dir, err := os.MkdirTemp("", "oeb-")
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
 	opts := testenv.OVNOptions{ReadyTimeout: w.ovnTimeout()}
-	cached := w.topoNB != ""
+	files, cached := w.cached[lay.name]
 	if cached {
-		opts.NBFile, opts.SBFile = w.topoNB, w.topoSB
+		opts.NBFile, opts.SBFile = files[0], files[1]
 	}
 	o, err := testenv.StartOVN(dir, opts)
 	if err != nil {
@@ -46,11 +52,11 @@ func startOVN(ctx context.Context, w *world, watchNBRows bool) (*ovnEnv, error) 
 	}
 	e := &ovnEnv{o: o, dir: dir}
 	if !cached {
-		if err := e.buildTopology(w); err != nil {
+		if err := e.buildTopology(w, lay); err != nil {
 			e.stop()
 			return nil, fmt.Errorf("build topology: %w", err)
 		}
-		if err := e.keepTopology(w); err != nil {
+		if err := e.keepTopology(w, lay); err != nil {
 			e.stop()
 			return nil, err
 		}
@@ -68,15 +74,15 @@ func startOVN(ctx context.Context, w *world, watchNBRows bool) (*ovnEnv, error) 
 	return e, nil
 }
 
-// keepTopology copies the databases holding just the topology into the
-// world's cache directory, for the next environments to start from
+// keepTopology copies the databases holding just the layout's topology into
+// the world's cache directory, for the next environments to start from
 // (thousands of nodes take ovn-nbctl minutes to write).
-func (e *ovnEnv) keepTopology(w *world) error {
+func (e *ovnEnv) keepTopology(w *world, lay layout) error {
 	if w.cacheDir == "" {
 		return nil
 	}
 	e.settle()
-	nb, sb := filepath.Join(w.cacheDir, "topology-nb.db"), filepath.Join(w.cacheDir, "topology-sb.db")
+	nb, sb := filepath.Join(w.cacheDir, lay.name+"-nb.db"), filepath.Join(w.cacheDir, lay.name+"-sb.db")
 	for src, dst := range map[string]string{filepath.Join(e.dir, "nb.db"): nb, filepath.Join(e.dir, "sb.db"): sb} {
 		b, err := os.ReadFile(src)
 		if err != nil {
@@ -86,7 +92,7 @@ func (e *ovnEnv) keepTopology(w *world) error {
 			return fmt.Errorf("keep the topology: %w", err)
 		}
 	}
-	w.topoNB, w.topoSB = nb, sb
+	w.cached[lay.name] = [2]string{nb, sb}
 	return nil
 }
 
@@ -94,11 +100,11 @@ func (e *ovnEnv) keepTopology(w *world) error {
 // of nodes' topology does not fit in one command line (ARG_MAX).
 const topologyBatch = 20000
 
-// buildTopology writes the world's topology in ovn-nbctl calls of at most
+// buildTopology writes the layout's topology in ovn-nbctl calls of at most
 // topologyBatch arguments, cut between commands, and waits for the SB.
 // northd is paused meanwhile: it computes the whole topology once instead
 // of once per call.
-func (e *ovnEnv) buildTopology(w *world) error {
+func (e *ovnEnv) buildTopology(w *world, lay layout) error {
 	if _, err := e.o.Appctl("ovn-northd", "pause"); err != nil {
 		return err
 	}
@@ -108,7 +114,7 @@ func (e *ovnEnv) buildTopology(w *world) error {
 			_, _ = e.o.Appctl("ovn-northd", "resume")
 		}
 	}()
-	args := w.topo.NBCtlCommands()
+	args := lay.commands()
 	timeout := w.ovnTimeout()
 	for len(args) > 0 {
 		n := len(args)

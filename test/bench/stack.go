@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
@@ -36,6 +37,10 @@ type stackOpts struct {
 	resync   time.Duration
 	// selection, when set, also runs host selection with this config.
 	selection *selection.Config
+	// controllers, when set, are the master's controllers instead of those
+	// the fields above imply; eip is the EgressIP client they may need.
+	controllers []string
+	eip         eipclient.Interface
 }
 
 // stack is a running in-process master.
@@ -70,7 +75,10 @@ func startStack(ctx context.Context, o stackOpts, log *logrus.Entry) (*stack, er
 		s.connected = time.Now()
 		cfg.Controllers = append(cfg.Controllers, master.ControllerTranslation)
 	}
-	s.m, err = master.NewFromClients(ctx, cfg, master.Clients{Kube: o.kube, Egress: o.egress, NB: s.nb, Recorder: o.recorder}, log)
+	if o.controllers != nil {
+		cfg.Controllers = o.controllers
+	}
+	s.m, err = master.NewFromClients(ctx, cfg, master.Clients{Kube: o.kube, Egress: o.egress, EgressIP: o.eip, NB: s.nb, Recorder: o.recorder}, log)
 	if err != nil {
 		if s.nb != nil {
 			s.nb.Close()
@@ -97,7 +105,8 @@ func startStack(ctx context.Context, o stackOpts, log *logrus.Entry) (*stack, er
 
 // idle reports whether no controller has work queued or in flight.
 func (s *stack) idle() bool {
-	return (s.sync == nil || s.sync.Idle()) && (s.sel == nil || s.sel.Idle())
+	rows := s.m.EgressIPRows()
+	return (s.sync == nil || s.sync.Idle()) && (s.sel == nil || s.sel.Idle()) && (rows == nil || rows.Idle())
 }
 
 // waitConverged waits until the translation controller has synced at

@@ -102,9 +102,10 @@ type world struct {
 	used, churned []int
 	// first is the global index of each service's first endpoint.
 	first []int
-	// cacheDir, when set, keeps the databases of the topology once written
-	// (topoNB, topoSB): the next OVN environments start from copies.
-	cacheDir, topoNB, topoSB string
+	// cacheDir, when set, keeps the databases of each layout's topology
+	// once written (cached): the next OVN environments start from copies.
+	cacheDir string
+	cached   map[string][2]string // layout name → NB and SB files
 	// natMatch: the OVN of this run has NAT.match (the master then writes
 	// the gateway path's per-service NAT rows); set by run.
 	natMatch bool
@@ -129,7 +130,7 @@ func newWorld(sz size) (*world, error) {
 		return nil, fmt.Errorf("%d nodes with /%d pod subnets: %w", sz.Nodes, 32-hostBits, err)
 	}
 	w := &world{size: sz, perNode: perNode, hostBits: hostBits, used: make([]int, sz.Nodes), churned: make([]int, sz.Nodes),
-		first: make([]int, sz.Services)}
+		first: make([]int, sz.Services), cached: map[string][2]string{}}
 	t := testenv.Topology{
 		Families:             []ipfamily.Family{ipfamily.V4},
 		ClusterSubnets:       []netip.Prefix{cluster},
@@ -139,6 +140,7 @@ func newWorld(sz size) (*world, error) {
 		DynamicNeighbours:    true,
 	}
 	join, ext, hosts := netip.MustParsePrefix("100.64.0.0/16"), netip.MustParsePrefix("172.18.0.0/18"), netip.MustParsePrefix("172.18.64.0/18")
+	transit := netip.MustParsePrefix("100.88.0.0/16")
 	for i := 0; i < sz.Nodes; i++ {
 		t.Nodes = append(t.Nodes, testenv.TopologyNode{
 			Name:        fmt.Sprintf("node%d", i+1),
@@ -147,6 +149,8 @@ func newWorld(sz size) (*world, error) {
 			JoinIPs:     []netip.Prefix{netip.PrefixFrom(nth4(join, i+2), 16)},
 			ExternalIPs: []netip.Prefix{netip.PrefixFrom(nth4(ext, i+2), 16)},
 			HostIPs:     []netip.Prefix{netip.PrefixFrom(nth4(hosts, i+1), 16)},
+			// Used by the interconnect layout only (zoneLayout).
+			TransitIPs: []netip.Prefix{netip.PrefixFrom(nth4(transit, i+2), 16)},
 		})
 	}
 	w.topo = t
@@ -167,8 +171,39 @@ func (w *world) ovnTimeout() time.Duration {
 }
 
 // maxNodes fits the nodes' external addresses in 172.18.0.0/18 (the host
-// addresses are 172.18.64.0/18, the load-balancer IPs 172.18.128.0/17).
+// addresses are 172.18.64.0/18, the load-balancer IPs 172.18.128.0/17;
+// transit addresses 100.88.0.0/16).
 const maxNodes = 16000
+
+// layout is what one OVN environment's NB holds before any egress row: the
+// whole topology on one central NB, or one interconnect zone's.
+type layout struct {
+	// name keys the cached databases ("central", "zone-<node>").
+	name string
+	// topo is the topology the layout comes from (Interconnect for a zone).
+	topo testenv.Topology
+	// zone names the zone's node; empty: the central NB.
+	zone string
+}
+
+// central is the layout of one NB holding every node.
+func (w *world) central() layout { return layout{name: "central", topo: w.topo} }
+
+// zoneLayout is node's interconnect zone: its own node switch, GR and
+// ovn_cluster_router, the transit switch with a remote port and a route for
+// every other node (as ovn-kubernetes' zone controllers build it).
+func (w *world) zoneLayout(node string) layout {
+	t := w.topo
+	t.Interconnect = true
+	return layout{name: "zone-" + node, topo: t, zone: node}
+}
+
+func (l layout) commands() []string {
+	if l.zone != "" {
+		return l.topo.ZoneNBCtlCommands(l.zone)
+	}
+	return l.topo.NBCtlCommands()
+}
 
 // nth4 is the n-th address of an IPv4 prefix (ipfamily.Nth walks, which
 // thousands of nodes' subnets cannot afford).
@@ -274,7 +309,11 @@ func (w *world) objects(withHosts bool) objects {
 		o.slices = append(o.slices, w.slices(s)...)
 		host := ""
 		if withHosts {
+			// The host carries the service's label, as the master keeps it
+			// (its 5,000 label patches at the envelope overflow the fake
+			// clientset's watch channel).
 			host = w.nodeName(w.host(s))
+			o.nodes[w.host(s)].Labels[translate.NodeLabel(ns, name)] = ""
 		}
 		o.ess = append(o.ess, testenv.EgressService(ns, name, host))
 	}

@@ -3,6 +3,7 @@ package selection
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
@@ -14,22 +15,26 @@ import (
 )
 
 // scriptedProber fails the nodes marked down, at its deadline or — for a
-// starved prober — long after it.
+// starved prober — long after it, or on time but marked ErrStarved.
 type scriptedProber struct {
-	mu    sync.Mutex
-	down  map[string]bool
-	extra time.Duration // how long past the deadline a failure returns
+	mu      sync.Mutex
+	down    map[string]bool
+	extra   time.Duration // how long past the deadline a failure returns
+	starved bool          // failures wrap ErrStarved
 }
 
 func (p *scriptedProber) Probe(ctx context.Context, node string, _ []netip.Addr) error {
 	p.mu.Lock()
-	down, extra := p.down[node], p.extra
+	down, extra, starved := p.down[node], p.extra, p.starved
 	p.mu.Unlock()
 	if !down {
 		return nil
 	}
 	<-ctx.Done()
 	time.Sleep(extra)
+	if starved {
+		return fmt.Errorf("10.244.0.2:9: %w", ErrStarved)
+	}
 	return errors.New("no answer")
 }
 
@@ -61,8 +66,29 @@ func testHealthTimeout(p Prober, holdDown, timeout time.Duration) (*health, *Met
 // dies while the master stays starved still fails over. A probe that fails
 // on time drains the host at once.
 func TestLateProbeLeavesTheVerdict(t *testing.T) {
-	p := &scriptedProber{down: map[string]bool{"node1": true}, extra: 200 * time.Millisecond}
-	h, m, flips := testHealth(p, 0)
+	t.Run("late", func(t *testing.T) {
+		testLateProbe(t, &scriptedProber{down: map[string]bool{"node1": true}, extra: 200 * time.Millisecond}, 100*time.Millisecond)
+	})
+	// A probe whose connects could not start in time (ErrStarved) returns
+	// on time and is set aside the same way.
+	t.Run("starved", func(t *testing.T) {
+		testLateProbe(t, &scriptedProber{down: map[string]bool{"node1": true}, starved: true}, 100*time.Millisecond)
+	})
+	t.Run("on time", func(t *testing.T) {
+		p := &scriptedProber{down: map[string]bool{"node1": true}}
+		h, _, flips := testHealthTimeout(p, 0, 2*time.Second)
+		h.round(context.Background())
+		if got := h.reachable(); got["node1"] != false || len(got) != 1 {
+			t.Errorf("a failure on time did not drain the host: %v", got)
+		}
+		if len(flips["node1"]) != 1 || flips["node1"][0] {
+			t.Errorf("verdict changes %v, want one: unreachable", flips["node1"])
+		}
+	})
+}
+
+func testLateProbe(t *testing.T, p *scriptedProber, timeout time.Duration) {
+	h, m, flips := testHealthTimeout(p, 0, timeout)
 	for range maxLate {
 		h.round(context.Background())
 		if got := h.reachable(); len(got) != 0 {
@@ -80,15 +106,32 @@ func TestLateProbeLeavesTheVerdict(t *testing.T) {
 	if got := h.reachable(); got["node1"] != false || len(got) != 1 {
 		t.Errorf("late failure %d in a row did not drain the host: %v", maxLate+1, got)
 	}
+}
 
-	p2 := &scriptedProber{down: map[string]bool{"node1": true}}
-	h2, _, flips2 := testHealthTimeout(p2, 0, 2*time.Second)
-	h2.round(context.Background())
-	if got := h2.reachable(); got["node1"] != false || len(got) != 1 {
-		t.Errorf("a failure on time did not drain the host: %v", got)
+// TestPhasesSpreadTheProbes: each node's probe starts at a phase of its
+// own within the interval, the same every round, and 1,000 nodes' phases
+// cover the interval evenly (no burst of connects at its start).
+func TestPhasesSpreadTheProbes(t *testing.T) {
+	const spread, n, buckets = time.Second, 1000, 10
+	var count [buckets]int
+	for i := range n {
+		node := fmt.Sprintf("node%d", i)
+		d := phase(node, spread)
+		if d < 0 || d >= spread {
+			t.Fatalf("phase(%s) = %v, outside [0, %v)", node, d, spread)
+		}
+		if again := phase(node, spread); again != d {
+			t.Fatalf("phase(%s) = %v then %v: not stable", node, d, again)
+		}
+		count[d*buckets/spread]++
 	}
-	if len(flips2["node1"]) != 1 || flips2["node1"][0] {
-		t.Errorf("verdict changes %v, want one: unreachable", flips2["node1"])
+	for i, c := range count {
+		if c < n/buckets/2 || c > n/buckets*2 {
+			t.Errorf("%d of %d nodes start in tenth %d of the interval (want about %d): %v", c, n, i, n/buckets, count)
+		}
+	}
+	if phase("node1", 0) != 0 {
+		t.Error("round() (spread 0) must probe at once")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -21,6 +22,13 @@ type Prober interface {
 // ErrLocal marks a probe that failed on the prober's own machine (out of
 // file descriptors, buffers or ports): it says nothing about the node.
 var ErrLocal = errors.New("probe failed locally")
+
+// ErrStarved marks a failed probe whose first connect attempt started only
+// in the second half of its time, or not at all: this process was not
+// scheduled (a CPU-starved master), so the silence says little about the
+// node. Health checks set such a failure aside, as a late one, a bounded
+// number of times in a row.
+var ErrStarved = errors.New("the prober was not scheduled in time to connect")
 
 // TCPProber probes with TCP connects to Port at each address, in parallel;
 // a node is reachable when one of its addresses is.
@@ -57,18 +65,18 @@ func (p *TCPProber) Probe(ctx context.Context, node string, addrs []netip.Addr) 
 		go func() { results <- p.probeAddr(ctx, a) }()
 	}
 	var errs []error
-	local := true
+	silent := false // an address that had its chance and did not answer
 	for range addrs {
 		err := <-results
 		if err == nil {
 			return nil
 		}
-		local = local && errors.Is(err, ErrLocal)
+		silent = silent || !(errors.Is(err, ErrLocal) || errors.Is(err, ErrStarved))
 		errs = append(errs, err)
 	}
 	err := errors.Join(errs...)
-	if local {
-		return err
+	if !silent {
+		return err // wraps ErrLocal or ErrStarved: no verdict on the node
 	}
 	return fmt.Errorf("node %s unreachable: %w", node, err)
 }
@@ -94,11 +102,15 @@ func (p *TCPProber) probeAddr(ctx context.Context, addr netip.Addr) error {
 		ctx, cancel = context.WithTimeout(ctx, time.Second)
 		defer cancel()
 	}
+	start := time.Now()
+	deadline, _ := ctx.Deadline()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the attempts still waiting
 	results := make(chan error, 1)
+	var began atomic.Int64 // when the first attempt ran, ns since start (0: not yet)
 	attempt := func() {
 		go func() {
+			began.CompareAndSwap(0, int64(max(time.Since(start), 1)))
 			conn, err := p.dial(ctx, target)
 			if err == nil {
 				conn.Close()
@@ -127,6 +139,10 @@ func (p *TCPProber) probeAddr(ctx context.Context, addr netip.Addr) error {
 		case <-next.C:
 			attempt()
 		case <-ctx.Done():
+			if b := time.Duration(began.Load()); b == 0 || b > deadline.Sub(start)/2 {
+				return fmt.Errorf("%s: %w (first connect %v after the probe's start, deadline %v)", target, ErrStarved,
+					b.Round(time.Millisecond), deadline.Sub(start).Round(time.Millisecond))
+			}
 			return probeError(target, last)
 		}
 	}

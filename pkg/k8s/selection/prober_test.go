@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -184,6 +185,22 @@ func TestTCPProberLocalErrors(t *testing.T) {
 		if !errors.Is(err, selection.ErrLocal) {
 			t.Errorf("%v: got %v; want ErrLocal", errno, err)
 		}
+	}
+}
+
+// TestTCPProberStarved: a probe that could not start connecting before its
+// deadline (its process not scheduled) is ErrStarved — no verdict on the
+// node — not unreachable.
+func TestTCPProberStarved(t *testing.T) {
+	p := &selection.TCPProber{Port: 9, Mode: selection.ModeAny, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	err := p.Probe(ctx, "node", []netip.Addr{netip.MustParseAddr("10.0.0.2")})
+	if !errors.Is(err, selection.ErrStarved) || strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("got %v; want ErrStarved and no verdict", err)
 	}
 }
 

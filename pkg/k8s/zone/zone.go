@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ovn-kubernetes/libovsdb/client"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -36,18 +37,46 @@ type Config struct {
 	ReportNamespace string
 }
 
+// Translator is one zone's translation, built and not yet running.
+type Translator struct {
+	cfg        Config
+	log        *logrus.Entry
+	nb         client.Client
+	det        *coexist.Detector
+	sync       *nbsync.Controller
+	factories  []factory
+	stopEvents func()
+}
+
+// factory is an informer factory: started by Run, shut down by Close.
+type factory interface {
+	Start(<-chan struct{})
+	Shutdown()
+}
+
 // Run translates the EgressServices of the cluster into the rows of
 // one zone and converges the zone's NB on them until ctx ends. One runs per
 // zone (next to the node agent), so no leader election.
 func Run(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egressclient.Interface, log *logrus.Entry) error {
+	t, err := New(ctx, cfg, kube, egress, log)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	return t.Run(ctx)
+}
+
+// New connects to the zone's NB and wires the translation controller to
+// the cluster's informers (not started until Run). Close releases it.
+func New(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egressclient.Interface, log *logrus.Entry) (*Translator, error) {
 	if cfg.Sync.Zone == "" {
-		return errors.New("zone translation needs a zone name")
+		return nil, errors.New("zone translation needs a zone name")
 	}
 	if cfg.ReportNamespace == "" {
-		return errors.New("zone translation needs the namespace of the readiness reports")
+		return nil, errors.New("zone translation needs the namespace of the readiness reports")
 	}
 	if err := cfg.NB.Validate(); err != nil {
-		return fmt.Errorf("zone nb: %w", err)
+		return nil, fmt.Errorf("zone nb: %w", err)
 	}
 	if cfg.Sync.EventReasons == nil {
 		// Every zone sees the same service problems; only what is this
@@ -61,9 +90,18 @@ func Run(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egre
 	}
 	nb, err := ovn.ConnectNB(ctx, cfg.NB, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer nb.Close()
+	t := &Translator{cfg: cfg, log: log, nb: nb, stopEvents: func() {}}
+	if err := t.wire(ctx, kube, egress); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Translator) wire(ctx context.Context, kube kubernetes.Interface, egress egressclient.Interface) error {
+	cfg, log, nb := t.cfg, t.log, t.nb
 	if cfg.Observe != nil {
 		cfg.Observe.Registry().MustRegister(ovn.NewConnectionCollector(nb))
 	}
@@ -71,22 +109,24 @@ func Run(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egre
 	if err != nil {
 		return err
 	}
-	defer stopEvents()
-	det := coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority}, nb,
+	t.stopEvents = stopEvents
+	t.det = coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority}, nb,
 		log.WithField("controller", "coexist").WithField("zone", cfg.Sync.Zone), recorder)
-	cfg.Sync.Standoff = det
+	cfg.Sync.Standoff = t.det
 	kubeInf := informer.Kube(kube)
-	egInf := informer.Egress(egress, det.ObserveEgressService)
+	egInf := informer.Egress(egress, t.det.ObserveEgressService)
 	repInf := informer.Reports(kube, cfg.ReportNamespace)
+	t.factories = []factory{kubeInf, egInf, repInf}
 	cfg.Sync.Reports = repInf.Core().V1().ConfigMaps()
-	if err := det.Watch(egInf.K8s().V1().EgressServices()); err != nil {
+	if err := t.det.Watch(egInf.K8s().V1().EgressServices()); err != nil {
 		return err
 	}
 	c, err := nbsync.New(cfg.Sync, log.WithField("controller", "nbsync").WithField("zone", cfg.Sync.Zone), nb, kubeInf, egInf, recorder)
 	if err != nil {
 		return err
 	}
-	det.OnChange(func(cf coexist.Conflict) {
+	t.sync = c
+	t.det.OnChange(func(cf coexist.Conflict) {
 		if !cf.Active() {
 			c.EnqueueAll()
 		}
@@ -102,20 +142,31 @@ func Run(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egre
 			if !c.Synced() {
 				errs = append(errs, errors.New("informer caches not synced"))
 			}
-			if cf := det.Conflict(); cf.Active() {
+			if cf := t.det.Conflict(); cf.Active() {
 				errs = append(errs, fmt.Errorf("standing back, writing nothing: %s", cf))
 			}
 			return errors.Join(errs...)
 		})
 		cfg.Observe.Live("zone", func() error { return c.Stuck(controller.StuckBound) })
 	}
-	go det.Run(ctx)
-	for _, f := range []interface {
-		Start(<-chan struct{})
-		Shutdown()
-	}{kubeInf, egInf, repInf} {
+	return nil
+}
+
+// Sync is the zone's translation controller (for its Stats and Idle).
+func (t *Translator) Sync() *nbsync.Controller { return t.sync }
+
+// Run starts the informers and converges the zone's NB until ctx ends.
+func (t *Translator) Run(ctx context.Context) error {
+	go t.det.Run(ctx)
+	for _, f := range t.factories {
 		f.Start(ctx.Done())
 		defer f.Shutdown()
 	}
-	return c.Run(ctx)
+	return t.sync.Run(ctx)
+}
+
+// Close flushes the Events and closes the NB connection.
+func (t *Translator) Close() {
+	t.stopEvents()
+	t.nb.Close()
 }
