@@ -26,12 +26,20 @@ func EgressIPFacts(ctx context.Context, c client.Client) ([]translate.Key, map[n
 			keys = append(keys, k)
 		}
 	}
+	served, err := ServedAddresses(ctx, c)
+	return keys, served, err
+}
+
+// ServedAddresses are, on an NB without NAT.match, the pod addresses that
+// EgressService NAT rows already SNAT (none with NAT.match: the services'
+// rows match their sets, at a higher priority).
+func ServedAddresses(ctx context.Context, c client.Client) (map[netip.Addr]bool, error) {
 	served := map[netip.Addr]bool{}
 	if natWithMatch(c) {
-		return keys, served, nil // the services' rows match their sets, at a higher priority
+		return served, nil
 	}
 	var rows []nbdb.NAT
-	err = c.WhereCache(func(r *nbdb.NAT) bool {
+	err := c.WhereCache(func(r *nbdb.NAT) bool {
 		if _, ours := translate.KeyOf(r.ExternalIDs); !ours {
 			return false
 		}
@@ -39,12 +47,12 @@ func EgressIPFacts(ctx context.Context, c client.Client) ([]translate.Key, map[n
 		return t != translate.OwnerEgressIP && t != translate.OwnerEgressIPNAT
 	}).List(ctx, &rows)
 	if err != nil && err != client.ErrNotFound {
-		return nil, nil, fmt.Errorf("list EgressService NAT rows: %w", err)
+		return nil, fmt.Errorf("list EgressService NAT rows: %w", err)
 	}
 	for _, r := range rows {
 		if a, err := netip.ParseAddr(r.LogicalIP); err == nil {
 			served[a] = true
 		}
 	}
-	return keys, served, nil
+	return served, nil
 }

@@ -48,8 +48,10 @@ type Config struct {
 	Work *controller.Metrics
 }
 
-// all is the controller's one key.
-const all = "all"
+// all is the assignment controller's one key, and the rows controller's
+// key for "every EgressIP": "*" is no object's name (an EgressIP may be
+// named "all").
+const all = "*"
 
 // Controller assigns egress IPs. Build it with New before the informer
 // factories start; only the leader runs it.
@@ -76,7 +78,7 @@ func New(cfg Config, log *logrus.Entry, client eipclient.Interface, kubeInf kube
 	eipInf eipinformers.SharedInformerFactory, recorder record.EventRecorder) (*Controller, error) {
 	eips, nodes := eipInf.K8s().V1().EgressIPs(), kubeInf.Core().V1().Nodes()
 	c := &Controller{cfg: cfg, client: client, eipLister: eips.Lister(), nodeLister: nodes.Lister(), events: newReporter(recorder)}
-	c.oneKey = newOneKey("egress IP assignment", "egressip", log, cfg.Work, c.sync,
+	c.oneKey = newOneKey("egress IP assignment", "egressip", 1, log, cfg.Work, c.sync,
 		[]cache.InformerSynced{eips.Informer().HasSynced, nodes.Informer().HasSynced})
 	enqueue := controller.OnObject(func(any) { c.enqueue() })
 	if _, err := eips.Informer().AddEventHandler(enqueue); err != nil {
@@ -153,7 +155,7 @@ func (c *Controller) sync(ctx context.Context, _ []string) error {
 		writes++
 		c.log.WithField("egressip", e.Name).WithField("items", itemsString(res.Items[e.Name])).Info("egress IPs assigned")
 	}
-	events := c.events.report(eips, res.Problems)
+	events := c.events.report(eips, res.Problems, nil)
 	c.mu.Lock()
 	c.stats.Syncs++
 	c.stats.StatusWrites += writes

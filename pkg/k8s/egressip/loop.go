@@ -13,7 +13,8 @@ import (
 )
 
 // oneKey is what both controllers of the package share: a worker on their
-// one key, the informers it waits for, and what the master asks of a
+// one key (all; the rows controller also syncs single EgressIPs by name),
+// the informers it waits for, and what the master asks of a
 // controller (run, enqueue, readiness, liveness).
 type oneKey struct {
 	what   string // "egress IP assignment", "egress IP rows": the log lines
@@ -23,9 +24,11 @@ type oneKey struct {
 	resync time.Duration // 0: no periodic sync
 }
 
-func newOneKey(what, name string, log *logrus.Entry, m *controller.Metrics, sync controller.SyncFunc[string], synced []cache.InformerSynced) oneKey {
+// newOneKey builds the loop; maxBatch bounds the keys one sync gets (the
+// rows controller also syncs EgressIPs by name).
+func newOneKey(what, name string, maxBatch int, log *logrus.Entry, m *controller.Metrics, sync controller.SyncFunc[string], synced []cache.InformerSynced) oneKey {
 	return oneKey{what: what, log: log, synced: synced,
-		work: controller.New(controller.Config[string]{Name: name, Metrics: m}, sync, log)}
+		work: controller.New(controller.Config[string]{Name: name, MaxBatch: maxBatch, Metrics: m}, sync, log)}
 }
 
 // enqueue is the handlers' only action.

@@ -1,6 +1,8 @@
 package egressip
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -24,8 +26,9 @@ func newReporter(r record.EventRecorder) *reporter {
 	return &reporter{recorder: r, reported: map[string]string{}}
 }
 
-// report returns the number of Events recorded.
-func (r *reporter) report(eips []*egressipv1.EgressIP, problems translate.Problems) int {
+// report returns the number of Events recorded. eips are every EgressIP
+// when scope is nil; else those of the names in scope that exist.
+func (r *reporter) report(eips []*egressipv1.EgressIP, problems translate.Problems, scope []string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := make(map[string]bool, len(eips))
@@ -47,7 +50,11 @@ func (r *reporter) report(eips []*egressipv1.EgressIP, problems translate.Proble
 			n++
 		}
 	}
-	for name := range r.reported {
+	forget := maps.Keys(r.reported)
+	if scope != nil {
+		forget = slices.Values(scope)
+	}
+	for name := range forget {
 		if !seen[name] {
 			delete(r.reported, name)
 		}

@@ -48,10 +48,15 @@ type RowsConfig struct {
 
 // Rows writes the NB rows of every assigned EgressIP on the central NB:
 // its pods' address sets, the reroutes to its nodes and their SNATs
-// (translate.TranslateEgressIPs). Like assignment it is level-driven on one
-// key: a sync reads every EgressIP, namespace, pod and node from the
-// listers, the owned EgressIP keys and the services' SNATs from the NB
-// cache, and applies the difference in one transaction.
+// (translate.TranslateEgressIPs). It is level-driven on two kinds of key.
+// all (startup, resync, an EgressIP's selection, a namespace's labels, a
+// node's addresses, NB facts): a sync reads every EgressIP, namespace, pod
+// and node from the listers, the owned EgressIP keys and the services'
+// SNATs from the NB cache, and applies the difference in one transaction.
+// An EgressIP's name (a pod it selects changed, or its nodes): a sync
+// reads that object's pods only (rows_partial.go), so that one pod's change
+// costs in proportion to its objects, not to every EgressIP × every pod
+// (146 ms per pod at 10,000 pods × 100 EgressIPs before; bench egressip).
 type Rows struct {
 	oneKey
 	cfg     RowsConfig
@@ -63,6 +68,7 @@ type Rows struct {
 	nsLister   corelisters.NamespaceLister
 	podLister  corelisters.PodLister
 	nodeLister corelisters.NodeLister
+	sels       *selectors
 
 	mu    sync.Mutex
 	stats RowsStats
@@ -74,6 +80,8 @@ type RowsStats struct {
 	// Refused counts the syncs that wrote nothing because ovn-kubernetes'
 	// own EgressIP feature is active.
 	Refused int
+	// Partial counts the syncs of named EgressIPs only (part of Syncs).
+	Partial int
 }
 
 // NewRows wires the rows controller to the informer factories (not started
@@ -89,15 +97,16 @@ func NewRows(cfg RowsConfig, log *logrus.Entry, nb client.Client, kubeInf kubein
 	}
 	eips, nss, pods, nodes := eipInf.K8s().V1().EgressIPs(), kubeInf.Core().V1().Namespaces(), kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Nodes()
 	r := &Rows{cfg: cfg, nb: nb, applier: ovn.NewApplier(nb, cfg.MaxOps).WithMetrics(cfg.NB), events: newReporter(recorder),
-		eipLister: eips.Lister(), nsLister: nss.Lister(), podLister: pods.Lister(), nodeLister: nodes.Lister()}
-	r.oneKey = newOneKey("egress IP rows", "egressip-rows", log, cfg.Work, r.sync,
+		eipLister: eips.Lister(), nsLister: nss.Lister(), podLister: pods.Lister(), nodeLister: nodes.Lister(),
+		sels: newSelectors()}
+	r.oneKey = newOneKey("egress IP rows", "egressip-rows", rowsBatch, log, cfg.Work, r.sync,
 		[]cache.InformerSynced{eips.Informer().HasSynced, nss.Informer().HasSynced, pods.Informer().HasSynced, nodes.Informer().HasSynced})
 	r.resync = cfg.ResyncInterval
 	handlers := []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
 	}{
-		{eips.Informer(), controller.OnObject(func(any) { r.enqueue() })},
+		{eips.Informer(), controller.OnChange(r.onEgressIP)},
 		{nss.Informer(), controller.OnChange(func(old, obj any) {
 			o, _ := controller.As[*corev1.Namespace](old)
 			n, _ := controller.As[*corev1.Namespace](obj)
@@ -105,13 +114,7 @@ func NewRows(cfg RowsConfig, log *logrus.Entry, nb client.Client, kubeInf kubein
 				r.enqueue()
 			}
 		})},
-		{pods.Informer(), controller.OnChange(func(old, obj any) {
-			o, _ := controller.As[*corev1.Pod](old)
-			n, _ := controller.As[*corev1.Pod](obj)
-			if o == nil || n == nil || podFactsDiffer(o, n) {
-				r.enqueue()
-			}
-		})},
+		{pods.Informer(), controller.OnChange(r.onPod)},
 		{nodes.Informer(), controller.OnChange(func(old, obj any) {
 			o, _ := controller.As[*corev1.Node](old)
 			n, _ := controller.As[*corev1.Node](obj)
@@ -166,8 +169,8 @@ func (r *Rows) onRow(m model.Model) {
 		return
 	}
 	if k, ours := translate.KeyOf(ids); ours {
-		if _, eip := k.EgressIP(); eip {
-			r.enqueue()
+		if name, eip := k.EgressIP(); eip {
+			r.work.Add(name) // that object's rows alone (a deleted one's are swept)
 		}
 	}
 }
@@ -184,8 +187,9 @@ func (r *Rows) Stats() RowsStats {
 var errOVNKubeEgressIP = errors.New("ovn-kubernetes' own EgressIP feature is active (its EgressIP router policies are in NB): " +
 	"no EgressIP rows are written until it is disabled (--enable-egress-ip=false)")
 
-// sync gathers, translates and applies every EgressIP's rows.
-func (r *Rows) sync(ctx context.Context, _ []string) error {
+// sync converges every EgressIP's rows when names hold all, else those of
+// the EgressIPs named.
+func (r *Rows) sync(ctx context.Context, names []string) error {
 	if active, err := ovn.OVNKubeEgressIPActive(ctx, r.nb); err != nil {
 		return err
 	} else if active {
@@ -193,6 +197,9 @@ func (r *Rows) sync(ctx context.Context, _ []string) error {
 		r.stats.Refused++
 		r.mu.Unlock()
 		return errOVNKubeEgressIP
+	}
+	if !slices.Contains(names, all) {
+		return r.syncSome(ctx, names)
 	}
 	in, eips, problems, err := r.gather(ctx)
 	if err != nil {
@@ -208,19 +215,29 @@ func (r *Rows) sync(ctx context.Context, _ []string) error {
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	desired := translate.TranslateEgressIPs(in)
+	return r.apply(ctx, keys, translate.TranslateEgressIPs(in), eips, problems, nil)
+}
+
+// apply writes desired for keys in one transaction and reports the
+// problems of eips — of every EgressIP when scope is nil, else of the
+// names in scope (an object no longer there is forgotten).
+func (r *Rows) apply(ctx context.Context, keys []translate.Key, desired *translate.Desired, eips []*egressipv1.EgressIP,
+	problems translate.Problems, scope []string) error {
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	st, err := r.applier.Apply(actx, keys, desired)
 	r.mu.Lock()
 	r.stats.Syncs++
+	if scope != nil {
+		r.stats.Partial++
+	}
 	r.stats.Transactions += st.Transactions
 	r.stats.Changes += st.Changes
 	r.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	n := r.events.report(eips, append(problems, desired.Problems...))
+	n := r.events.report(eips, append(problems, desired.Problems...), scope)
 	r.mu.Lock()
 	r.stats.Events += n
 	r.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,16 +31,7 @@ import (
 func TestEgressIPRowsFollowTheAssignment(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
-	nodes := kube.Client.CoreV1().Nodes()
-	for _, n := range []string{"node2", "node3"} {
-		patch := `{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":""}}}`
-		if _, err := nodes.Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_, _ = nodes.Patch(ctx, n, types.MergePatchType, []byte(`{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":null}}}`), metav1.PatchOptions{})
-		})
-	}
+	egressAssignable(t, "node2", "node3")
 	team := fmt.Sprintf("rows-%d", time.Now().UnixNano()) // namespaces outlive tests here: a label no other test uses
 	labelNamespace := func(on bool) {
 		patch := `{"metadata":{"labels":{"team":null}}}`
@@ -120,6 +112,101 @@ func TestEgressIPRowsFollowTheAssignment(t *testing.T) {
 	})
 	if st := m.EgressIPRows().Stats(); st.Syncs == 0 || st.Changes == 0 {
 		t.Errorf("rows stats %+v: want syncs that changed NB", st)
+	}
+}
+
+// egressAssignable labels nodes egress-assignable for the test.
+func egressAssignable(t *testing.T, names ...string) {
+	ctx := context.Background()
+	nodes := kube.Client.CoreV1().Nodes()
+	for _, n := range names {
+		patch := `{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":""}}}`
+		if _, err := nodes.Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = nodes.Patch(ctx, n, types.MergePatchType, []byte(`{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":null}}}`), metav1.PatchOptions{})
+		})
+	}
+}
+
+// TestEgressIPRowsPodChurnByObject: a pod's change syncs only the
+// EgressIPs that select it (by name, its namespace's pods alone), and what
+// those syncs write is what a sync of everything writes. Two EgressIPs in
+// one namespace: "a" takes the app=web pods, "b" every pod — a web pod
+// selected by both leaves through "a", the first by name. Pods are
+// relabelled, created and deleted; each time both objects' address sets
+// are read back with ovn-nbctl; then a full sync changes nothing.
+func TestEgressIPRowsPodChurnByObject(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	egressAssignable(t, "node2", "node3")
+	cfg := c.config("eip-churn")
+	cfg.Controllers = []string{master.ControllerTranslation, master.ControllerEgressIP}
+	m, _ := c.start(cfg, kube.Config)
+	eips, err := eipclient.NewForConfig(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(i int) netip.Addr { return c.topo.Nodes[0].PodIP(ipfamily.V4, 10+i) }
+	kube.RunPod(t, c.ns, "web1", "node1", map[string]string{"app": "web"}, []netip.Addr{pod(1)})
+	kube.RunPod(t, c.ns, "db2", "node1", map[string]string{"app": "db"}, []netip.Addr{pod(2)})
+	names := map[string]string{"a": "a-" + c.ns, "b": "b-" + c.ns}
+	for short, ip := range map[string]string{"a": "172.18.0.241", "b": "172.18.0.242"} {
+		e := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: names[short]}, Spec: egressipv1.EgressIPSpec{
+			EgressIPs:         []string{ip},
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": c.ns}}}}
+		if short == "a" {
+			e.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+		}
+		if _, err := eips.K8sV1().EgressIPs().Create(ctx, e, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = eips.K8sV1().EgressIPs().Delete(context.Background(), e.Name, metav1.DeleteOptions{}) })
+	}
+	set := func(short string) string {
+		out := c.ovn.MustNBCtl(t, "--bare", "--columns=addresses", "find", "Address_Set", "external_ids:k8s.ovn.org/name="+names[short])
+		f := strings.Fields(strings.ReplaceAll(out, ",", " "))
+		slices.Sort(f)
+		return strings.Join(f, " ")
+	}
+	sets := func(a, b []netip.Addr) func() bool {
+		str := func(as []netip.Addr) string {
+			var f []string
+			for _, x := range as {
+				f = append(f, x.String())
+			}
+			slices.Sort(f)
+			return strings.Join(f, " ")
+		}
+		return func() bool { return set("a") == str(a) && set("b") == str(b) }
+	}
+	c.eventually("a: web1; b: db2 (web1 leaves through a, first by name)", sets([]netip.Addr{pod(1)}, []netip.Addr{pod(2)}))
+	rows := m.EgressIPRows()
+	partial0 := rows.Stats().Partial
+
+	pods := kube.Client.CoreV1().Pods(c.ns)
+	if _, err := pods.Patch(ctx, "web1", types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"db"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("web1 relabelled db: a has no pod, b both", sets(nil, []netip.Addr{pod(1), pod(2)}))
+	kube.RunPod(t, c.ns, "web3", "node1", map[string]string{"app": "web"}, []netip.Addr{pod(3)})
+	c.eventually("web3 created: a has it, b does not", sets([]netip.Addr{pod(3)}, []netip.Addr{pod(1), pod(2)}))
+	zero := int64(0)
+	if err := pods.Delete(ctx, "db2", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("db2 deleted: b keeps web1", sets([]netip.Addr{pod(3)}, []netip.Addr{pod(1)}))
+	if got := rows.Stats().Partial - partial0; got < 3 {
+		t.Errorf("%d syncs by object name for 3 pod changes; want them synced by object, not all at once", got)
+	}
+
+	c.eventually("the rows controller idle", rows.Idle)
+	before := rows.Stats()
+	rows.EnqueueAll()
+	c.eventually("a full sync", func() bool { return rows.Stats().Syncs > before.Syncs && rows.Idle() })
+	if after := rows.Stats(); after.Changes != before.Changes {
+		t.Errorf("a full sync after the syncs by object changed %d rows: they had written something else", after.Changes-before.Changes)
 	}
 }
 

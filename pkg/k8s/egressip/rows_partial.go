@@ -1,0 +1,228 @@
+package egressip
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// rowsBatch bounds the EgressIPs one partial sync converges together.
+const rowsBatch = 64
+
+// selectors holds the parsed selectors of every assigned EgressIP, so that
+// a pod's event finds the objects it concerns without parsing them again.
+//
+// It may lag the listers: an EgressIP whose add or update has not reached
+// its handler yet is missing or stale here, and that handler, when it
+// runs, enqueues every object (onEgressIP) — after the pods' changes it
+// missed.
+type selectors struct {
+	mu sync.RWMutex
+	by map[string]parsedSelectors
+}
+
+type parsedSelectors struct{ ns, pod labels.Selector }
+
+func newSelectors() *selectors { return &selectors{by: map[string]parsedSelectors{}} }
+
+// set records e's selectors; an unassigned object (no rows) or one whose
+// selectors do not parse (the full sync reports it) is left out.
+func (s *selectors) set(e *egressipv1.EgressIP) {
+	ns, nsErr := metav1.LabelSelectorAsSelector(&e.Spec.NamespaceSelector)
+	pod, podErr := metav1.LabelSelectorAsSelector(&e.Spec.PodSelector)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if nsErr != nil || podErr != nil || len(e.Status.Items) == 0 {
+		delete(s.by, e.Name)
+		return
+	}
+	s.by[e.Name] = parsedSelectors{ns: ns, pod: pod}
+}
+
+func (s *selectors) forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.by, name)
+}
+
+// matching appends to out the EgressIPs that select a pod with podLabels in
+// a namespace with nsLabels.
+func (s *selectors) matching(nsLabels, podLabels labels.Set, out []string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for name, sel := range s.by {
+		if sel.ns.Matches(nsLabels) && sel.pod.Matches(podLabels) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// onEgressIP: an object whose nodes alone changed is synced by name; one
+// that came, went or changed what it selects (its selectors, or whether it
+// is assigned at all) may take pods from the objects after it by name or
+// leave them some: every object is synced.
+func (r *Rows) onEgressIP(old, obj any) {
+	o, _ := controller.As[*egressipv1.EgressIP](old)
+	n, _ := controller.As[*egressipv1.EgressIP](obj)
+	if n == nil {
+		if o != nil {
+			r.sels.forget(o.Name)
+		}
+		r.enqueue()
+		return
+	}
+	r.sels.set(n)
+	if o != nil && equality.Semantic.DeepEqual(o.Spec, n.Spec) && (len(o.Status.Items) == 0) == (len(n.Status.Items) == 0) {
+		r.work.Add(n.Name)
+		return
+	}
+	r.enqueue()
+}
+
+// onPod syncs the EgressIPs that select the pod before or after its change.
+func (r *Rows) onPod(old, obj any) {
+	o, _ := controller.As[*corev1.Pod](old)
+	n, _ := controller.As[*corev1.Pod](obj)
+	if o != nil && n != nil && !podFactsDiffer(o, n) {
+		return
+	}
+	var names []string
+	for _, p := range []*corev1.Pod{o, n} {
+		if p == nil {
+			continue
+		}
+		ns, err := r.nsLister.Get(p.Namespace)
+		if err != nil {
+			continue // its namespace's arrival syncs every object
+		}
+		names = r.sels.matching(labels.Set(ns.Labels), labels.Set(p.Labels), names)
+	}
+	slices.Sort(names)
+	r.work.Add(slices.Compact(names)...)
+}
+
+// syncSome converges the rows of the EgressIPs named: each one's pods are
+// read from its namespaces only (the pod lister's namespace index), and
+// the objects before it by name — which a pod selected by two leaves
+// through — are matched against those pods alone. A name without an
+// assigned object has its rows swept.
+func (r *Rows) syncSome(ctx context.Context, names []string) error {
+	eips, err := r.eipLister.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(eips, func(a, b *egressipv1.EgressIP) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(names)
+	last := names[len(names)-1]
+	in := translate.EgressIPRowsInput{Config: r.cfg.Translate, Nodes: map[string]*translate.NodeInfo{}}
+	var mine []*egressipv1.EgressIP
+	var candidates []*corev1.Pod
+	own := map[string][]*corev1.Pod{}
+	for _, e := range eips {
+		if len(e.Status.Items) == 0 || !slices.Contains(names, e.Name) {
+			continue
+		}
+		mine = append(mine, e)
+		pods, err := r.selectable(e)
+		if err != nil {
+			return fmt.Errorf("egressip %s: %w", e.Name, err)
+		}
+		own[e.Name] = pods
+		candidates = append(candidates, pods...)
+		for _, it := range e.Status.Items {
+			if n, err := r.nodeLister.Get(it.Node); err == nil {
+				in.Nodes[n.Name] = translate.ParseNode(n, r.cfg.Translate.JoinSubnets)
+			}
+		}
+	}
+	nss := r.namespacesOf(candidates)
+	var problems translate.Problems
+	for _, e := range eips {
+		if len(e.Status.Items) == 0 || strings.Compare(e.Name, last) > 0 {
+			continue // unassigned, or after every object synced: it takes none of their pods
+		}
+		pods, mineToo := own[e.Name]
+		if !mineToo {
+			pods = candidates // an object before: only which of these it takes matters
+		}
+		sel, p := translate.SelectEgressIPPods(e, nss, pods, r.cfg.Translate.ClusterSubnets)
+		if mineToo {
+			problems = append(problems, p...)
+		}
+		in.Objects = append(in.Objects, translate.EgressIPObject{EgressIP: e, Pods: sel})
+	}
+	if !r.cfg.Translate.NATMatch {
+		if in.Served, err = ovn.ServedAddresses(ctx, r.nb); err != nil {
+			return err
+		}
+	}
+	all := translate.TranslateEgressIPs(in)
+	desired := &translate.Desired{Rows: map[translate.Key]*translate.Rows{}}
+	keys := make([]translate.Key, 0, len(names))
+	for _, name := range names {
+		k := translate.EgressIPKey(name)
+		keys = append(keys, k)
+		if rows, ok := all.Rows[k]; ok {
+			desired.Rows[k] = rows
+		}
+		desired.Problems = append(desired.Problems, all.Problems.For(name)...)
+	}
+	return r.apply(ctx, keys, desired, mine, problems, names)
+}
+
+// selectable are the pods of e's namespaces that its pod selector matches
+// (none when a selector does not parse: SelectEgressIPPods reports it).
+func (r *Rows) selectable(e *egressipv1.EgressIP) ([]*corev1.Pod, error) {
+	nsSel, err := metav1.LabelSelectorAsSelector(&e.Spec.NamespaceSelector)
+	if err != nil {
+		return nil, nil
+	}
+	podSel, err := metav1.LabelSelectorAsSelector(&e.Spec.PodSelector)
+	if err != nil {
+		return nil, nil
+	}
+	nss, err := r.nsLister.List(nsSel)
+	if err != nil {
+		return nil, err
+	}
+	var out []*corev1.Pod
+	for _, ns := range nss {
+		pods, err := r.podLister.Pods(ns.Name).List(podSel)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pods...)
+	}
+	return out, nil
+}
+
+// namespacesOf are the namespaces of pods.
+func (r *Rows) namespacesOf(pods []*corev1.Pod) []*corev1.Namespace {
+	seen := map[string]bool{}
+	var out []*corev1.Namespace
+	for _, p := range pods {
+		if seen[p.Namespace] {
+			continue
+		}
+		seen[p.Namespace] = true
+		ns, err := r.nsLister.Get(p.Namespace)
+		if err != nil {
+			continue // gone meanwhile: its deletion syncs every object
+		}
+		out = append(out, ns)
+	}
+	return out
+}
