@@ -114,6 +114,7 @@ func selectFlags() []cli.Flag {
 		&cli.IntFlag{Name: "health-check-port", Value: d.HealthCheckPort, Usage: "TCP port probed at each host's management-port addresses", Category: catSelect},
 		&cli.DurationFlag{Name: "health-interval", Value: d.HealthInterval, Usage: "probe every host this often; a host that fails a probe is drained (0: no health checks)", Category: catSelect},
 		&cli.DurationFlag{Name: "health-timeout", Value: d.HealthTimeout, Usage: "time one probe of one host may take", Category: catSelect},
+		&cli.IntFlag{Name: "health-max-rate", Value: d.HealthMaxRate, Usage: "probes per second at most: with more hosts than --health-interval allows at this rate, each host is probed every hosts/rate seconds instead (0: no cap)", Category: catSelect},
 		&cli.DurationFlag{Name: "health-hold-down", Value: d.HealthHoldDown, Usage: "a node that answers again after being unreachable is a host of last resort for this long (placed on only when no other node can host), so that a flapping node draws no services (0: none)", Category: catSelect},
 		&cli.StringFlag{Name: "health-check-mode", Value: d.HealthCheckMode, Usage: "any: any answer, even a reset, means reachable (as ovn-kubernetes); connect: only an accepted connection (with the node agent's --health-listen)", Category: catSelect},
 	}
@@ -131,6 +132,9 @@ func selectConfig(c *cli.Context) (selection.Config, error) {
 	}
 	if cfg.HealthInterval > 0 && cfg.HealthTimeout <= 0 {
 		return cfg, fmt.Errorf("--health-timeout must be positive")
+	}
+	if cfg.HealthMaxRate = c.Int("health-max-rate"); cfg.HealthMaxRate < 0 {
+		return cfg, fmt.Errorf("--health-max-rate must not be negative")
 	}
 	cfg.HealthCheckMode = c.String("health-check-mode")
 	return cfg, nil

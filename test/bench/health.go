@@ -87,14 +87,16 @@ func (b *bench) runHealth(ctx context.Context, r *result) error {
 		hosts[b.w.nodeName(b.w.host(s))] = true
 	}
 	sc := selection.DefaultConfig()
+	sc.HealthMaxRate = b.opts.healthMaxRate
+	interval := sc.ProbeInterval(len(hosts))
 	reg := prometheus.NewRegistry()
 	sc.Metrics = selection.NewMetrics(reg)
 	plog := &probeLog{p: &selection.TCPProber{Port: port, Mode: sc.HealthCheckMode, Dial: redirect}, failed: map[string]int{}}
 	sc.Prober = plog
 	window := b.opts.healthWindow
 
-	b.step("health checks of %d hosts by the master's selection controller (interval %v, timeout %v) for %v",
-		len(hosts), sc.HealthInterval, sc.HealthTimeout, window)
+	b.step("health checks of %d hosts by the master's selection controller (interval %v, at most %d probes/s: every host each %v; timeout %v) for %v",
+		len(hosts), sc.HealthInterval, sc.HealthMaxRate, interval, sc.HealthTimeout, window)
 	st, err := startStack(ctx, stackOpts{kube: kubefake.NewSimpleClientset(objs.kubeObjects()...),
 		egress: egressfake.NewSimpleClientset(objs.egressObjects()...), recorder: &record.FakeRecorder{}, cfg: b.w.config(translate.BackendHost), selection: &sc}, b.log)
 	if err != nil {
@@ -121,13 +123,14 @@ func (b *bench) runHealth(ctx context.Context, r *result) error {
 	ours := ticksToCPU(cpu1-cpu0, t1.Sub(t0))
 
 	b.step("the same connects by a bare loop for %v", window)
-	bare, err := bareProbes(ctx, target, len(hosts), sc.HealthInterval, sc.HealthTimeout, window)
+	bare, err := bareProbes(ctx, target, len(hosts), interval, sc.HealthTimeout, window)
 	if err != nil {
 		return err
 	}
 
 	wall := t1.Sub(t0).Seconds()
 	r.metric("hosts probed", float64(len(hosts)), "nodes")
+	r.metric("probe interval of each host (--health-interval, stretched by --health-max-rate)", interval.Seconds(), "s")
 	r.metric("master: probe rounds in the window", float64(rounds), "rounds")
 	r.metric("master: probes per second", float64(probes)/wall, "probes/s")
 	r.metric("master: CPU while probing (cores)", ours, "cores")

@@ -28,6 +28,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 )
 
 func main() {
@@ -48,8 +49,10 @@ type options struct {
 	churn     int
 	peerChurn int
 	failovers int
-	// healthWindow is how long the health scenario probes (each side).
-	healthWindow time.Duration
+	// healthWindow is how long the health scenario probes (each side);
+	// healthMaxRate is the master's --health-max-rate there.
+	healthWindow  time.Duration
+	healthMaxRate int
 	// eip is the EgressIP scenario's size.
 	eip      eipSize
 	sustain  time.Duration
@@ -83,6 +86,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.peerChurn, "peer-churn", 20, "endpoint changes measured on the peer shape (each costs northd a full recompute)")
 	fs.IntVar(&o.failovers, "failover-rounds", 10, "hosts failed one after the other in the failover scenario (at most nodes-1)")
 	fs.DurationVar(&o.healthWindow, "health-window", 20*time.Second, "health checks: how long the master and the bare loop each probe")
+	fs.IntVar(&o.healthMaxRate, "health-max-rate", selection.DefaultMaxRate, "health checks: the master's --health-max-rate (0: no cap)")
 	fs.IntVar(&o.eip.Pods, "eip-pods", 10000, "egressip: pods selected by EgressIPs")
 	fs.IntVar(&o.eip.Objects, "eips", 100, "egressip: EgressIP objects (one IP on one egress node each)")
 	fs.DurationVar(&o.sustain, "sustain", 10*time.Second, "gateway backend: length of the sustained churn")

@@ -173,7 +173,7 @@ func TestChartInstalls(t *testing.T) {
 	}
 
 	run(t, "upgrade", "ovn-egress", chart, "--namespace", ns, "--set", "mode=ic", "--set", "healthCheck.interval=250ms",
-		"--set", "healthCheck.timeout=250ms", "--set", "healthCheck.holdDown=1m", "--set", "image.tag=v1.2.3")
+		"--set", "healthCheck.timeout=250ms", "--set", "healthCheck.holdDown=1m", "--set", "healthCheck.maxRate=2000", "--set", "image.tag=v1.2.3")
 	ds, err := kube.Client.AppsV1().DaemonSets(ns).Get(ctx, "ovn-egress-node", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,8 @@ func TestChartInstalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--mode=ic") || !slices.Contains(args, "--health-interval=250ms") || !slices.Contains(args, "--health-hold-down=1m") {
+	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--mode=ic") || !slices.Contains(args, "--health-interval=250ms") || !slices.Contains(args, "--health-hold-down=1m") ||
+		!slices.Contains(args, "--health-max-rate=2000") {
 		t.Errorf("interconnect master args %v", args)
 	}
 

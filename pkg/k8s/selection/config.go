@@ -36,6 +36,12 @@ type Config struct {
 	HealthHoldDown time.Duration
 	// HealthCheckMode is ModeAny or ModeConnect.
 	HealthCheckMode string
+	// HealthMaxRate caps the probes per second (5000; 0: no cap): with more
+	// hosts than HealthInterval allows at that rate, each host is probed
+	// every hosts/HealthMaxRate instead. At 5,000 hosts every 200 ms
+	// (25,000 probes/s) a 2-core master was saturated and drained live
+	// hosts (docs/performance.md §7).
+	HealthMaxRate int
 	// Prober, when set, replaces the TCP prober the fields above describe
 	// (tests drive reachability with it). It is used only while
 	// HealthInterval is positive.
@@ -84,10 +90,15 @@ type Standoff interface {
 // (kubelet, agent) costs it new services for half a minute only.
 const DefaultHoldDown = 30 * time.Second
 
+// DefaultMaxRate is the default HealthMaxRate: every host each 200 ms up to
+// 1,000 hosts; a probe costs the master about 70 µs of CPU (bench health),
+// so the checks take at most about a third of a core.
+const DefaultMaxRate = 5000
+
 // DefaultConfig returns the command-line defaults.
 func DefaultConfig() Config {
 	return Config{HealthCheckPort: 9, HealthInterval: 200 * time.Millisecond, HealthTimeout: 500 * time.Millisecond, HealthHoldDown: DefaultHoldDown, HealthCheckMode: ModeAny,
-		UnassignedTraffic: translate.UnassignedAllow, MaxBatch: 1000, Writers: 16}
+		HealthMaxRate: DefaultMaxRate, UnassignedTraffic: translate.UnassignedAllow, MaxBatch: 1000, Writers: 16}
 }
 
 // Validate checks the configuration and fills the defaults of unset fields.
@@ -114,8 +125,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.HealthCheckPort < 1 || c.HealthCheckPort > 65535:
 		return fmt.Errorf("health-check port %d is not within 1..65535", c.HealthCheckPort)
-	case c.HealthInterval < 0 || c.HealthTimeout < 0:
-		return fmt.Errorf("health-check interval and timeout must not be negative")
+	case c.HealthInterval < 0 || c.HealthTimeout < 0 || c.HealthMaxRate < 0:
+		return fmt.Errorf("health-check interval, timeout and max rate must not be negative")
 	case c.HealthCheckMode != ModeAny && c.HealthCheckMode != ModeConnect:
 		return fmt.Errorf("unknown health-check mode %q (want %s or %s)", c.HealthCheckMode, ModeAny, ModeConnect)
 	case c.UnassignedTraffic != translate.UnassignedAllow && c.UnassignedTraffic != translate.UnassignedDrop:
@@ -124,6 +135,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("host selection needs the cluster subnets")
 	}
 	return nil
+}
+
+// ProbeInterval is the time between two probes of one host when hosts
+// nodes are probed: HealthInterval, stretched by HealthMaxRate.
+func (c *Config) ProbeInterval(hosts int) time.Duration {
+	return probeInterval(c.HealthInterval, c.HealthMaxRate, hosts)
 }
 
 // prober returns the prober health checks use, or nil when they are off.

@@ -122,6 +122,7 @@ func New(cfg Config, log *logrus.Entry, kube kubernetes.Interface, egress egress
 	c.work = controller.New(controller.Config[key]{Name: "selection", MaxBatch: cfg.MaxBatch, Metrics: cfg.Work}, c.syncKeys, log)
 	if p := cfg.prober(); p != nil {
 		c.health = newHealth(p, cfg.HealthInterval, cfg.HealthTimeout, cfg.HealthHoldDown, log.WithField("part", "health"), c.probeTargets, c.reachabilityChanged)
+		c.health.maxRate = cfg.HealthMaxRate
 		c.health.metrics = cfg.Metrics
 	}
 	if err := cfg.Metrics.collectStates(c); err != nil {

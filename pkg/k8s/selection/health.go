@@ -33,6 +33,7 @@ import (
 type health struct {
 	prober   Prober
 	interval time.Duration
+	maxRate  int // probes per second at most (0: no cap)
 	timeout  time.Duration
 	holdDown time.Duration
 	log      *logrus.Entry
@@ -89,26 +90,46 @@ func newHealth(p Prober, interval, timeout, holdDown time.Duration, log *logrus.
 // probes stay one interval apart): 5,000 hosts probed at once every 200 ms
 // made bursts of 5,000 connects that a loaded 2-core master could not
 // serve within the timeout, and 2,793 live hosts were drained (bench
-// health, -size=envelope).
+// health, -size=envelope). The interval stretches to hosts/maxRate when
+// that is longer: spread or not, 25,000 probes/s saturated that master.
 func (h *health) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	t := time.NewTicker(h.interval)
-	defer t.Stop()
+	var last time.Duration
 	for {
-		h.start(ctx, &wg, h.interval)
+		d := h.start(ctx, &wg, true)
+		if d != last && d > h.interval {
+			h.log.WithField("interval", d).WithField("max-rate", h.maxRate).
+				Info("health interval stretched: probing every host each --health-interval would pass --health-max-rate")
+		}
+		last = d
+		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
 	}
 }
 
+// roundInterval is the time between two probes of one host when n hosts
+// are probed (probeInterval).
+func (h *health) roundInterval(n int) time.Duration { return probeInterval(h.interval, h.maxRate, n) }
+
+// probeInterval is interval, or longer when n hosts every interval would
+// pass maxRate probes per second (0: no cap).
+func probeInterval(interval time.Duration, maxRate, n int) time.Duration {
+	if maxRate <= 0 {
+		return interval
+	}
+	return max(interval, time.Duration(n)*time.Second/time.Duration(maxRate))
+}
+
 // round probes every target once, all at once, and waits for the verdicts.
 func (h *health) round(ctx context.Context) {
 	var wg sync.WaitGroup
-	h.start(ctx, &wg, 0)
+	h.start(ctx, &wg, false)
 	wg.Wait()
 }
 
@@ -123,11 +144,18 @@ func phase(node string, spread time.Duration) time.Duration {
 	return time.Duration(f.Sum64() % uint64(spread))
 }
 
-// start probes every target that is not being probed already, each at its
-// phase within spread; each verdict is applied as soon as its probe
-// returns.
-func (h *health) start(ctx context.Context, wg *sync.WaitGroup, spread time.Duration) {
+// start probes every target that is not being probed already — spread
+// over the round's interval (each at its phase), or all at once — and
+// returns the round's interval; each verdict is applied as soon as its
+// probe returns.
+func (h *health) start(ctx context.Context, wg *sync.WaitGroup, spreadOut bool) time.Duration {
 	targets := h.targets(h.snapshot())
+	round := h.roundInterval(len(targets))
+	h.metrics.roundInterval(round)
+	var spread time.Duration
+	if spreadOut {
+		spread = round
+	}
 	for node, addrs := range targets {
 		h.mu.Lock()
 		busy := h.inflight[node]
@@ -201,6 +229,7 @@ func (h *health) start(ctx context.Context, wg *sync.WaitGroup, spread time.Dura
 	for _, n := range gone {
 		h.changed(n, true)
 	}
+	return round
 }
 
 func (h *health) record(node string, err error) {

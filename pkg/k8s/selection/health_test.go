@@ -220,3 +220,52 @@ func (h *health) isUnreachable(node string) bool {
 	defer h.mu.Unlock()
 	return h.unreachable[node]
 }
+
+// TestMaxRateStretchesTheInterval: with more hosts than the interval allows
+// at the max rate, each host is probed every hosts/rate instead — 40 hosts
+// at 100 probes/s: every 400 ms, not every 20 ms — and the gauge says so.
+func TestMaxRateStretchesTheInterval(t *testing.T) {
+	h := &health{interval: 200 * time.Millisecond, maxRate: DefaultMaxRate}
+	for _, tc := range []struct {
+		hosts int
+		want  time.Duration
+	}{{0, 200 * time.Millisecond}, {1000, 200 * time.Millisecond}, {2000, 400 * time.Millisecond}, {5000, time.Second}} {
+		if got := h.roundInterval(tc.hosts); got != tc.want {
+			t.Errorf("%d hosts at %d/s: interval %v, want %v", tc.hosts, DefaultMaxRate, got, tc.want)
+		}
+	}
+	if got := (&health{interval: 200 * time.Millisecond}).roundInterval(5000); got != 200*time.Millisecond {
+		t.Errorf("no cap: interval %v, want the configured 200ms", got)
+	}
+
+	p := &countingProber{n: map[string]int{}}
+	targets := map[string][]netip.Addr{}
+	for i := range 40 {
+		targets[fmt.Sprintf("node%d", i)] = []netip.Addr{netip.MustParseAddr("10.244.0.2")}
+	}
+	h = newHealth(p, 20*time.Millisecond, 100*time.Millisecond, 0, logrus.NewEntry(logrus.New()),
+		func(map[string]bool) map[string][]netip.Addr { return targets }, func(string, bool) {})
+	h.maxRate = 100
+	h.metrics = NewMetrics(prometheus.NewRegistry())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	h.run(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	total := 0
+	for _, n := range p.n {
+		total += n
+	}
+	// 1 s at 100/s: about 100 probes (the first round starts at once);
+	// uncapped, 40 hosts every 20 ms would be about 2,000.
+	if total < 40 || total > 160 {
+		t.Errorf("%d probes of 40 hosts in 1 s at most 100/s; want about 100", total)
+	}
+	var g dto.Metric
+	if err := h.metrics.interval.Write(&g); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.GetGauge().GetValue(); got != 0.4 {
+		t.Errorf("ovn_egress_health_interval_seconds = %v, want 0.4", got)
+	}
+}

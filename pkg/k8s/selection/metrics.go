@@ -19,6 +19,7 @@ type Metrics struct {
 	probeDuration prometheus.Histogram
 	probeFailures *prometheus.CounterVec
 	probesLate    prometheus.Counter
+	interval      prometheus.Gauge
 	services      *prometheus.Desc
 }
 
@@ -42,7 +43,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"node"}),
 		probesLate: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ovn_egress_health_probes_late_total",
-			Help: "Failed health probes that returned too long after their deadline to count (the master was not scheduled in time: CPU starvation); the node's verdict stayed as it was.",
+			Help: "Failed health probes set aside (the master was not scheduled in time: CPU starvation): returned too long after their deadline, or their first connect started only in the second half of the timeout; the node's verdict stayed as it was.",
+		}),
+		interval: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ovn_egress_health_interval_seconds",
+			Help: "The time between two probes of one host now: --health-interval, or longer when probing every host that often would pass --health-max-rate.",
 		}),
 		services: prometheus.NewDesc("ovn_egress_egressservices",
 			"EgressServices by state: assigned (a node hosts it), network (sourceIPBy Network) or unassigned, with the reason it has no host.",
@@ -52,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		translate.CauseNoLocalEndpoint, translate.CauseNodeGone, translate.CauseService} {
 		m.hostChanges.WithLabelValues(c)
 	}
-	reg.MustRegister(m.hostChanges, m.probeDuration, m.probeFailures, m.probesLate)
+	reg.MustRegister(m.hostChanges, m.probeDuration, m.probeFailures, m.probesLate, m.interval)
 	return m
 }
 
@@ -70,6 +75,12 @@ func (m *Metrics) probed(node string, d time.Duration, err error) {
 	m.probeDuration.Observe(d.Seconds())
 	if err != nil {
 		m.probeFailures.WithLabelValues(node).Inc()
+	}
+}
+
+func (m *Metrics) roundInterval(d time.Duration) {
+	if m != nil {
+		m.interval.Set(d.Seconds())
 	}
 }
 
