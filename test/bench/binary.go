@@ -189,8 +189,15 @@ func (b *bench) convergeBinary(ctx context.Context, r *result, lim rawWrite) err
 		return err
 	}
 	defer env.stop()
+	subnets := make([]string, 0, len(b.w.topo.ClusterSubnets))
+	for _, p := range b.w.topo.ClusterSubnets {
+		subnets = append(subnets, p.String())
+	}
+	// The world's pod networks (the envelope's are not the default's):
+	// without them selection finds no cluster-networked endpoint and clears
+	// every host.
 	args := []string{"master", "--kubeconfig", a.kube.Kubeconfig, "--nb-address", env.o.NBAddress(),
-		"--leader-elect=false", "--health-interval=0", "--log-level=info"}
+		"--leader-elect=false", "--health-interval=0", "--log-level=info", "--cluster-subnets", strings.Join(subnets, ",")}
 	mark := env.nbLog().mark()
 	env.sb.markBase()
 	p, err := startProc(bin, filepath.Join(b.tmp, "master-1.log"), args...)
@@ -228,7 +235,7 @@ func (b *bench) convergeBinary(ctx context.Context, r *result, lim rawWrite) err
 	r.metric("master binary: RSS after converging", rss, "MiB")
 	r.metric("master binary: peak RSS (VmHWM)", peak, "MiB")
 	r.Details["binary_nb_log"] = tx
-	translationCheck(r, "translation: synced → NB complete (binary, real API server)", nbDone.Sub(synced.at), lim.commit, list)
+	translationCheck(r, "translation: synced → NB complete (binary, real API server)", nbDone.Sub(synced.at), lim, list)
 	rssLimit := 300.0 // DESIGN §6 at the default size
 	if b.w.size.Mix == mixEnvelope {
 		rssLimit = 1024 // issue 18 at the envelope

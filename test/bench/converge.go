@@ -28,7 +28,7 @@ func (b *bench) runConverge(ctx context.Context, r *result) error {
 		return err
 	}
 	translationCheck(r, "translation: synced → NB complete (informers fed directly)",
-		l.nbDone.Sub(l.st.synced), lim.commit, l.st.synced.Sub(l.st.connected))
+		l.nbDone.Sub(l.st.synced), lim, l.st.synced.Sub(l.st.connected))
 
 	peer, err := b.peerWrite(ctx, r)
 	if err != nil {

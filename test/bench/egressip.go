@@ -165,7 +165,7 @@ func (b *bench) runEgressIP(ctx context.Context, r *result) error {
 	if err != nil {
 		return err
 	}
-	translationCheck(r, "EgressIP rows: synced → NB complete (informers fed directly)", l.nbDone.Sub(l.st.synced), lim.commit,
+	translationCheck(r, "EgressIP rows: synced → NB complete (informers fed directly)", l.nbDone.Sub(l.st.synced), lim,
 		l.st.synced.Sub(l.st.connected))
 
 	peerChs := w.eipChanges(s, b.opts.peerChurn)

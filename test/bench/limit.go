@@ -67,12 +67,19 @@ func transactOps(ctx context.Context, c client.Client, ops []ovsdb.Operation) er
 type rawWrite struct {
 	ops     int
 	commit  time.Duration // transaction sent → reply
+	seenNB  time.Duration // transaction sent → a client monitoring NB has every row (0: not watched)
 	visible time.Duration // transaction sent → SB reflects every row
 	rss     map[string]float64
 }
 
 // writeRaw writes ops through a raw client on env and waits until sbDone.
 func writeRaw(ctx context.Context, env *ovnEnv, ops []ovsdb.Operation, sbDone func() bool) (rawWrite, error) {
+	return writeRawWatched(ctx, env, ops, nil, sbDone)
+}
+
+// writeRawWatched is writeRaw that also times, when nbDone is set, until
+// env's NB monitor meets it — as the master's converge is timed.
+func writeRawWatched(ctx context.Context, env *ovnEnv, ops []ovsdb.Operation, nbDone, sbDone func() bool) (rawWrite, error) {
 	w := rawWrite{ops: len(ops)}
 	c, err := rawClient(ctx, env.o.NBAddress())
 	if err != nil {
@@ -85,6 +92,13 @@ func writeRaw(ctx context.Context, env *ovnEnv, ops []ovsdb.Operation, sbDone fu
 		return w, err
 	}
 	w.commit = time.Since(start)
+	if nbDone != nil {
+		at, err := env.nb.wait(ctx, "NB monitor to have the raw write", nbDone)
+		if err != nil {
+			return w, err
+		}
+		w.seenNB = at.Sub(start)
+	}
 	at, err := env.sb.wait(ctx, "SB to reflect the raw write", sbDone)
 	if err != nil {
 		return w, err

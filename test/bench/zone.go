@@ -115,14 +115,14 @@ func (b *bench) runZone(ctx context.Context, r *result) error {
 	if err != nil {
 		return err
 	}
-	translationCheck(r, "zone translation: synced → zone NB complete (informers fed directly)", toNB, lim.commit, list)
+	translationCheck(r, "zone translation: synced → zone NB complete (informers fed directly)", toNB, lim, list)
 	return nil
 }
 
 // zoneLimit writes the zone's rows in one raw transaction on a fresh zone NB.
 func (b *bench) zoneLimit(ctx context.Context, r *result, lay layout, d *translate.Desired, want wantIndex) (rawWrite, error) {
 	b.step("limit: the zone's rows in one raw transaction on a fresh zone NB")
-	env, err := startLayout(ctx, b.w, lay, false)
+	env, err := startLayout(ctx, b.w, lay, true)
 	if err != nil {
 		return rawWrite{}, err
 	}
@@ -131,7 +131,7 @@ func (b *bench) zoneLimit(ctx context.Context, r *result, lay layout, d *transla
 	if err != nil {
 		return rawWrite{}, err
 	}
-	lim, err := writeRaw(ctx, env, ops, env.sb.complete(want))
+	lim, err := writeRawWatched(ctx, env, ops, env.nb.complete(want), env.sb.complete(want))
 	if err != nil {
 		return lim, wrap("zone limit", err)
 	}
