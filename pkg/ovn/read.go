@@ -196,15 +196,13 @@ func HasRemotePorts(ctx context.Context, c client.Client) (bool, error) {
 // with ForeignClusterRoutes that was more than half of a zone's sync CPU
 // at 5,000 nodes (bench zone -size=envelope, profiled).
 func OVNKubeEgressIPActive(ctx context.Context, c client.Client) (bool, error) {
-	active := false
 	for _, m := range cachedRows(c, nbdb.LogicalRouterPolicyTable) {
 		if p, ok := m.(*nbdb.LogicalRouterPolicy); ok &&
 			p.ExternalIDs[translate.KeyOwnerController] == ovnKubeControllerName && p.ExternalIDs[translate.KeyOwnerType] == "EgressIP" {
-			active = true
-			break
+			return true, nil
 		}
 	}
-	return active, ctx.Err()
+	return false, ctx.Err()
 }
 
 // cachedRows are table's rows in c's cache, READ ONLY: the map is a copy,

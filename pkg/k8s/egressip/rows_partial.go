@@ -99,16 +99,22 @@ func (r *Rows) onPod(old, obj any) {
 	if o != nil && n != nil && !podFactsDiffer(o, n) {
 		return
 	}
+	pod := n
+	if pod == nil {
+		pod = o
+	}
+	if pod == nil {
+		return // not a pod
+	}
+	ns, err := r.nsLister.Get(pod.Namespace) // a pod never changes namespace
+	if err != nil {
+		return // its namespace's arrival syncs every object
+	}
 	var names []string
 	for _, p := range []*corev1.Pod{o, n} {
-		if p == nil {
-			continue
+		if p != nil {
+			names = r.sels.matching(labels.Set(ns.Labels), labels.Set(p.Labels), names)
 		}
-		ns, err := r.nsLister.Get(p.Namespace)
-		if err != nil {
-			continue // its namespace's arrival syncs every object
-		}
-		names = r.sels.matching(labels.Set(ns.Labels), labels.Set(p.Labels), names)
 	}
 	slices.Sort(names)
 	r.work.Add(slices.Compact(names)...)
