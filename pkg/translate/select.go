@@ -188,7 +188,8 @@ func SelectHosts(in SelectInput) SelectResult {
 type selector struct {
 	in    SelectInput
 	res   SelectResult
-	nodes []string // sorted
+	nodes []string         // sorted
+	pools map[string]*pool // by the selector's canonical string
 }
 
 // placement is one LoadBalancerIP EgressService being decided.
@@ -201,9 +202,10 @@ type placement struct {
 	why        string
 	cause      string
 	sel        labels.Selector
+	pool       *pool           // the nodes sel admits
 	local      map[string]bool // nodes with an endpoint, for externalTrafficPolicy Local
-	candidates []string        // sorted
-	excluded   exclusions
+	candidates []string        // with local: the pool's candidates among them, sorted
+	excluded   exclusions      // with local: the nodes that are not candidates
 }
 
 // exclusions counts the nodes that are not candidates, by first failing test.
@@ -284,16 +286,10 @@ func (s *selector) resolve(p *placement) string {
 	if err != nil {
 		return fail(ReasonInvalidNodeSelector, "spec.nodeSelector is invalid: %v", err)
 	}
-	p.needsNode, p.sel = true, sel
+	p.needsNode, p.sel, p.pool = true, sel, s.poolOf(sel)
 	if ETPLocal(svc) {
 		p.local = endpointNodes(svc, eps)
-	}
-	for _, name := range s.nodes {
-		if why := s.exclude(name, sel, p.local); why == "" {
-			p.candidates = append(p.candidates, name)
-		} else {
-			p.excluded.count(why)
-		}
+		p.candidates, p.excluded = p.pool.local(p.local, s.reachable)
 	}
 	return ""
 }
@@ -319,19 +315,6 @@ func causeOf(why string) string {
 		return CauseUnreachable
 	}
 	return ""
-}
-
-func (e *exclusions) count(why string) {
-	switch why {
-	case whyNotReady:
-		e.notReady++
-	case whyNoMatch:
-		e.noMatch++
-	case whyNoLocal:
-		e.noLocal++
-	case whyUnreachable:
-		e.unreachable++
-	}
 }
 
 func (e exclusions) String() string {
@@ -365,10 +348,15 @@ func (s *selector) exclude(name string, sel labels.Selector, local map[string]bo
 }
 
 // place gives a pending EgressService the candidate with the fewest
-// allocations (ties: the first by name) and counts it.
+// allocations (a Recovering node last, ties: the first by name) and counts
+// it: from its pool's heap, or for externalTrafficPolicy Local by walking
+// its few endpoint nodes.
 func (s *selector) place(p *placement) {
 	cur := p.es.Status.Host
-	best := ""
+	best, excluded := "", p.excluded
+	if p.local == nil {
+		best, excluded = s.least(p.pool), p.pool.excluded
+	}
 	for _, c := range p.candidates {
 		switch {
 		case best == "":
@@ -383,7 +371,7 @@ func (s *selector) place(p *placement) {
 	}
 	if best == "" {
 		msg := "no node can host it"
-		switch ex := p.excluded.String(); {
+		switch ex := excluded.String(); {
 		case len(s.nodes) == 0:
 			msg += ": there are no nodes"
 		case ex != "":
