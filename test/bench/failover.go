@@ -15,6 +15,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -129,7 +130,7 @@ func (b *bench) failover(ctx context.Context, r *result, backend translate.Backe
 	sc.Prober = prober
 	env.sb.markBase()
 	st, err := startStack(ctx, stackOpts{kube: kube, egress: egress, recorder: rec, nbAddr: env.o.NBAddress(),
-		cfg: cfg, batch: b.w.batchWindow(backend), selection: &sc}, b.log)
+		cfg: cfg, batch: b.w.batchWindow(backend), selection: &sc, hostMoves: b.opts.hostMoves}, b.log)
 	if err != nil {
 		return err
 	}
@@ -186,6 +187,11 @@ func (b *bench) failover(ctx context.Context, r *result, backend translate.Backe
 	if f.seen < f.services {
 		r.note("%sonly %d of %d status.host changes were seen by the master's informer before NB was repointed", p, f.seen, f.services)
 	}
+	bound := b.opts.hostMoves
+	if bound <= 0 {
+		bound = nbsync.DefaultHostMovesBound
+	}
+	r.note("%stranslation waits for host selection's status writes (the HostMoves gate) at most %v; 1ns means it syncs at every echo, as before the gate", p, bound)
 	r.note("%sthe prober is the bench's: a dead host's probe gets no answer until its %v timeout, probed every %v (the defaults); node agents are taken as ready (no readiness handshake delay); %d hosts fail one after the other; the timeline is the best round's, the NB part's target is on the median and the p99 of the rounds",
 		p, sc.HealthTimeout, sc.HealthInterval, rounds)
 	if checks {

@@ -49,6 +49,7 @@ type options struct {
 	churn     int
 	peerChurn int
 	failovers int
+	hostMoves time.Duration
 	// healthWindow is how long the health scenario probes (each side);
 	// healthMaxRate is the master's --health-max-rate there.
 	healthWindow  time.Duration
@@ -84,6 +85,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON results")
 	fs.IntVar(&o.churn, "churn", 100, "endpoint changes measured one at a time (R)")
 	fs.IntVar(&o.peerChurn, "peer-churn", 20, "endpoint changes measured on the peer shape (each costs northd a full recompute)")
+	fs.DurationVar(&o.hostMoves, "host-moves-bound", 0, "failover: how long translation waits for host selection's status writes (0: the master's default; 1ns: it does not wait, as before the gate)")
 	fs.IntVar(&o.failovers, "failover-rounds", 10, "hosts failed one after the other in the failover scenario (at most nodes-1)")
 	fs.DurationVar(&o.healthWindow, "health-window", 20*time.Second, "health checks: how long the master and the bare loop each probe")
 	fs.IntVar(&o.healthMaxRate, "health-max-rate", selection.DefaultMaxRate, "health checks: the master's --health-max-rate (0: no cap)")

@@ -35,6 +35,8 @@ type stackOpts struct {
 	cfg      translate.Config
 	batch    time.Duration
 	resync   time.Duration
+	// hostMoves is nbsync's HostMovesBound (0: the default).
+	hostMoves time.Duration
 	// selection, when set, also runs host selection with this config.
 	selection *selection.Config
 	// controllers, when set, are the master's controllers instead of those
@@ -62,7 +64,8 @@ type stack struct {
 
 func startStack(ctx context.Context, o stackOpts, log *logrus.Entry) (*stack, error) {
 	s := &stack{started: time.Now(), done: make(chan error, 1)}
-	cfg := master.Config{Sync: nbsync.Config{Translate: o.cfg, BatchWindow: o.batch, ResyncInterval: o.resync}, Select: selection.DefaultConfig()}
+	cfg := master.Config{Sync: nbsync.Config{Translate: o.cfg, BatchWindow: o.batch, ResyncInterval: o.resync, HostMovesBound: o.hostMoves},
+		Select: selection.DefaultConfig()}
 	if o.selection != nil {
 		cfg.Select = *o.selection
 		cfg.Controllers = append(cfg.Controllers, master.ControllerSelection)

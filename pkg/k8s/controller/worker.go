@@ -23,6 +23,11 @@ type Config[K comparable] struct {
 	// Window, when it returns more than zero, is how long the worker waits
 	// after the first dirty key for more to gather.
 	Window func() time.Duration
+	// Gate, when set, is waited for after the first dirty key (and the
+	// window), at most GateBound, before the batch is taken: another
+	// controller closes it while it writes objects this one reads.
+	Gate      *Gate
+	GateBound time.Duration
 	// RateLimiter spaces a failed key's retries (nil: client-go's default
 	// controller limiter, exponential per key from 5 ms to 1000 s, and an
 	// overall 10/s bucket).
@@ -164,6 +169,9 @@ func (w *Worker[K]) next(ctx context.Context) bool {
 			case <-time.After(d):
 			}
 		}
+	}
+	if d, open := w.cfg.Gate.Wait(ctx, w.cfg.GateBound); !open && ctx.Err() == nil {
+		w.log.WithField("waited", d.Round(time.Millisecond)).Debug("gate still closed after its bound; syncing anyway")
 	}
 	for w.queue.Len() > 0 && len(keys) < w.cfg.MaxBatch {
 		k, shutdown := w.queue.Get()

@@ -223,3 +223,48 @@ func TestBoundedStop(t *testing.T) {
 		t.Error("a quick stop did not run before the caller went on")
 	}
 }
+
+// TestWorkerWaitsForTheGate: keys dirtied while another controller holds
+// the gate closed are synced in one batch once it opens; a gate left
+// closed holds the worker no longer than its bound.
+func TestWorkerWaitsForTheGate(t *testing.T) {
+	r := &recorder{}
+	gate := &controller.Gate{}
+	w := controller.New(controller.Config[string]{Name: "t", MaxBatch: 100, Gate: gate, GateBound: time.Minute}, r.sync, quiet())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	open := gate.Close()
+	for _, k := range []string{"a", "b", "c"} {
+		w.Add(k)
+		time.Sleep(5 * time.Millisecond) // echoes arriving one by one
+	}
+	if calls := r.snapshot(); len(calls) != 0 {
+		t.Fatalf("synced while the gate was closed: %v", calls)
+	}
+	open()
+	open() // a second call does nothing
+	waitFor(t, "the batch", func() bool { return w.Idle() && len(r.snapshot()) > 0 })
+	if calls := r.snapshot(); len(calls) != 1 || !slices.Equal(calls[0], []string{"a", "b", "c"}) {
+		t.Fatalf("calls %v; want one sync of a, b, c", calls)
+	}
+
+	// Left closed: the bound lets the worker go on.
+	w2r := &recorder{}
+	w2 := controller.New(controller.Config[string]{Name: "t2", MaxBatch: 100, Gate: gate, GateBound: 30 * time.Millisecond}, w2r.sync, quiet())
+	go w2.Run(ctx)
+	_ = gate.Close() // never opened
+	start := time.Now()
+	w2.Add("x")
+	waitFor(t, "the bounded wait", func() bool { return len(w2r.snapshot()) == 1 })
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Fatalf("synced after %v, before the gate's bound", d)
+	}
+	var nilGate *controller.Gate
+	if d, open := nilGate.Wait(ctx, time.Hour); d != 0 || !open {
+		t.Fatalf("a nil gate waited %v, open %v", d, open)
+	}
+}

@@ -266,6 +266,12 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 	det := coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, Central: cfg.Mode == ModeCentral},
 		cl.NB, log.WithField("controller", "coexist"), recorder)
 	cfg.Sync.Standoff, cfg.Select.Standoff = det, det
+	if cfg.runs(ControllerTranslation) && cfg.runs(ControllerSelection) {
+		// Translation waits while selection writes a drain's status.host
+		// (one sync repoints it all, not one per echo).
+		moves := &controller.Gate{}
+		cfg.Sync.HostMoves, cfg.Select.HostMoves = moves, moves
+	}
 	m := &Master{cfg: cfg, log: log, kube: cl.Kube, egress: cl.Egress, nb: cl.NB, stopEvents: stopEvents, coexist: det, leader: leader,
 		kubeInf: informer.Kube(cl.Kube),
 		egInf:   informer.Egress(cl.Egress, det.ObserveEgressService)}

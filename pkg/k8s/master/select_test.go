@@ -223,3 +223,55 @@ func TestFailoverEndToEnd(t *testing.T) {
 		return false
 	})
 }
+
+// TestADrainIsRepointedInOneSync: when a host dies, selection writes the
+// status.host of each of its services; translation waits for those writes
+// (the HostMoves gate) and repoints them together, instead of syncing at
+// every echo, each sync walking the hosts the ones before it walked.
+func TestADrainIsRepointedInOneSync(t *testing.T) {
+	c := newCluster(t)
+	const n = 90
+	for i := range n {
+		name := fmt.Sprintf("web%02d", i)
+		kube.CreateLoadBalancer(t, c.ns, name, []string{"172.18.0.100"}, fmt.Sprintf("10.244.3.%d@node3", 10+i))
+		if _, err := kube.Egress.K8sV1().EgressServices(c.ns).Create(context.Background(), testenv.EgressService(c.ns, name, ""), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prober := &deadNodes{dead: map[string]bool{}, probed: map[string]bool{}}
+	sel := selection.DefaultConfig()
+	sel.Prober = prober
+	cfg := c.config("drain")
+	cfg.Select = sel
+	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Sync.HostMovesBound = 20 * time.Second // the gate alone decides, however slow the machine
+	m, _ := c.start(cfg, kube.Config)
+	onNode1 := func() (k int) {
+		for i := range n {
+			if c.host(fmt.Sprintf("web%02d", i)) == "node1" {
+				k++
+			}
+		}
+		return k
+	}
+	c.eventually("every service placed, a third on node1", func() bool { return onNode1() == n/3 })
+	c.eventually("node1's set", func() bool { return strings.Count(c.setAddresses("node1"), "10.244.3.") == n/3 })
+	c.eventually("idle", func() bool { return m.Sync().Idle() && m.Select().HealthRounds() > 1 })
+	before := m.Sync().Stats()
+
+	prober.kill("node1")
+	c.eventually("node1 drained in NB", func() bool {
+		gone := c.setAddresses("node1") // the set goes with its last service
+		return (gone == "" || gone == "[]") && strings.Count(c.setAddresses("node2")+c.setAddresses("node3"), "10.244.3.") == n
+	})
+	c.eventually("idle", m.Sync().Idle)
+	after := m.Sync().Stats()
+	// Selection may take the drain's keys in two batches (the first key
+	// wakes its worker alone); each batch is one NB transaction at most
+	// (syncs that find nothing to write, such as the echo of the deleted
+	// set, do not count).
+	if txns := after.Transactions - before.Transactions; txns > 2 {
+		t.Errorf("a drain of %d services took %d NB transactions; want at most 2 (one per selection batch)", n/3, txns)
+	}
+	t.Logf("drain of %d services: %d syncs, %d NB transactions", n/3, after.Syncs-before.Syncs, after.Transactions-before.Transactions)
+}

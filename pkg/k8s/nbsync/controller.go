@@ -48,6 +48,12 @@ type Config struct {
 	AutoBatchWindow bool
 	// ResyncInterval re-converges every key periodically (0 disables).
 	ResyncInterval time.Duration
+	// HostMoves, when set, is closed by host selection while it writes
+	// status.host and until its informer shows the writes: a sync waits for
+	// it (at most HostMovesBound, default DefaultHostMovesBound), so a drain
+	// is repointed in one sync rather than one per echo.
+	HostMoves      *controller.Gate
+	HostMovesBound time.Duration
 	// MaxBatch bounds the keys synced together.
 	MaxBatch int
 	// MaxOps bounds the operations of one NB transaction.
@@ -88,6 +94,12 @@ type Standoff interface {
 	Blocked() (why string, blocked bool)
 }
 
+// DefaultHostMovesBound bounds how long a sync waits for host selection's
+// writes (Config.HostMoves): a drain of a host's few hundred services is
+// written and seen in well under it (0.2–0.5 s measured), and a batch of a
+// thousand at a restart holds translation no longer than this at a time.
+const DefaultHostMovesBound = time.Second
+
 // DefaultNATBatchWindow is the batch window of the ovn backend on an NB
 // without NAT.match.
 const DefaultNATBatchWindow = time.Second
@@ -102,6 +114,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 1000
+	}
+	if c.HostMovesBound <= 0 {
+		c.HostMovesBound = DefaultHostMovesBound
 	}
 	return nil
 }
@@ -221,7 +236,8 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		}
 	}
 	c.work = controller.New(controller.Config[translate.Key]{Name: "nbsync", MaxBatch: cfg.MaxBatch,
-		Window: func() time.Duration { return c.cfg.BatchWindow }, Metrics: cfg.Work}, c.sync, log)
+		Window: func() time.Duration { return c.cfg.BatchWindow }, Gate: cfg.HostMoves, GateBound: cfg.HostMovesBound,
+		Metrics: cfg.Work}, c.sync, log)
 	c.scratch.services, c.scratch.endpoints = map[string]*corev1.Service{}, map[string][]translate.Endpoint{}
 	c.scratch.slices = map[string][]*discoveryv1.EndpointSlice{}
 	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {

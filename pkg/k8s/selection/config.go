@@ -53,6 +53,9 @@ type Config struct {
 	// the Events of an EgressService left without a host say its traffic is
 	// dropped.
 	UnassignedTraffic string
+	// HostMoves, when set, is closed while status.host writes are in flight
+	// and until the informer shows them (translation waits for it).
+	HostMoves *controller.Gate
 	// MaxBatch bounds the EgressServices decided together (1000).
 	MaxBatch int
 	// Writers bounds the concurrent status and label writes (16).

@@ -149,6 +149,11 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 	}
 	var mu sync.Mutex
 	written := map[string][]string{} // key → the resourceVersions older than the write
+	open := func() {}
+	if len(changed) > 0 {
+		open = c.cfg.HostMoves.Close()
+	}
+	defer open() // an early return (ctx ended) opens it too
 	c.parallel(len(changed), func(i int) {
 		es := changed[i]
 		k := translate.EgressServiceKey(es)
@@ -172,6 +177,7 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 		c.log.WithFields(map[string]any{"key": k, "from": sel.Current, "to": sel.Host, "why": sel.Why}).Info("host selected")
 	})
 	c.waitObserved(ctx, written)
+	open()
 	for _, es := range in.EgressServices {
 		k := translate.EgressServiceKey(es)
 		c.events.problems(es, res.Problems.For(k), res.Selections[k].Host)
