@@ -18,7 +18,8 @@ import (
 
 // Echo is a TCP and UDP server in a namespace that answers every connection
 // or datagram with "seen=<source address>:<port>": the server itself says
-// which source address it saw.
+// which source address it saw. A TCP connection is answered at once and
+// then once per line it sends, until it is idle for 5 s.
 type Echo struct {
 	Port int
 	mu   sync.Mutex
@@ -77,6 +78,18 @@ func (e *Echo) serveTCP(l net.Listener) {
 			defer c.Close()
 			c.SetDeadline(time.Now().Add(5 * time.Second))
 			fmt.Fprintf(c, "seen=%s\n", ap)
+			// A client that keeps the connection open gets an answer per
+			// line it sends (a long-lived connection across a failover).
+			r := bufio.NewReader(c)
+			for {
+				if _, err := r.ReadString('\n'); err != nil {
+					return
+				}
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, err := fmt.Fprintf(c, "seen=%s\n", ap); err != nil {
+					return
+				}
+			}
 		}()
 	}
 }

@@ -43,7 +43,9 @@ func (c *Controller) sync(ctx context.Context) error {
 		return err
 	}
 
+	gathered := time.Now()
 	res, applyErr := c.apply(ctx, plan.Desired, ApplyOptions{KeepStale: true})
+	applied := time.Now()
 	ready := plan.ReportReached(res.Reached)
 	if applyErr != nil {
 		c.d.Metrics.applied(res, len(ready), applyErr)
@@ -52,6 +54,7 @@ func (c *Controller) sync(ctx context.Context) error {
 	if published {
 		c.d.Metrics.reported(time.Since(start))
 	}
+	reported := time.Now()
 	if err = errors.Join(applyErr, err); err != nil {
 		return err
 	}
@@ -79,7 +82,8 @@ func (c *Controller) sync(ctx context.Context) error {
 	c.emitProblems(append(plan.Problems, c.routeProblems(plan)...))
 	fields := logrus.Fields{"services": len(plan.Services), "ready": len(ready), "rules": len(plan.Desired.Rules),
 		"snat": len(plan.Desired.SNAT), "added": res.Added + res2.Added, "deleted": res2.Deleted,
-		"published": published || published2, "duration": time.Since(start)}
+		"published": published || published2, "duration": time.Since(start),
+		"gather": gathered.Sub(start), "apply": applied.Sub(gathered), "report": reported.Sub(applied)}
 	if fwd := append(res.Forwarding, res2.Forwarding...); len(fwd) > 0 {
 		fields["forwarding"] = fwd
 	}

@@ -1,7 +1,9 @@
 package local
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -69,12 +71,34 @@ type failoverRound struct {
 	status, label, nb, snat, announced time.Duration
 	udp, tcp                           *time.Duration // filled when the flows are done
 	oldUDP                             *time.Duration // the flow open before the death answered again
+	oldTCP                             *tcpFate       // the connection open before the death
 	attempts                           int            // UDP flows sent
 }
 
+// tcpFate is what became of a TCP connection established through the host
+// before it died and kept sending a line every 50 ms: answered again (after
+// resumed, from the death), ended (err), or neither within oldTCPBound.
+type tcpFate struct {
+	resumed time.Duration
+	err     error
+}
+
+// oldTCPBound is how long after the death an old connection is watched.
+const oldTCPBound = 6 * time.Second
+
+func (f *tcpFate) String() string {
+	switch {
+	case f.resumed > 0:
+		return "answered again after " + ms(f.resumed)
+	case f.err != nil:
+		return "ended: " + f.err.Error()
+	}
+	return "not answered within " + oldTCPBound.String()
+}
+
 func (r failoverRound) String() string {
-	return fmt.Sprintf("%s → %s: status.host %s, label %s, NB %s, SNAT %s, announced %s, first UDP flow answered (sent) %s, first TCP connection answered %s (%d UDP flows), the old UDP flow answered again %s",
-		r.from, r.to, ms(r.status), ms(r.label), ms(r.nb), ms(r.snat), ms(r.announced), ms(*r.udp), ms(*r.tcp), r.attempts, ms(*r.oldUDP))
+	return fmt.Sprintf("%s → %s: status.host %s, label %s, NB %s, SNAT %s, announced %s, first UDP flow answered (sent) %s, first TCP connection answered %s (%d UDP flows), the old UDP flow answered again %s, the old TCP connection %s",
+		r.from, r.to, ms(r.status), ms(r.label), ms(r.nb), ms(r.snat), ms(r.announced), ms(*r.udp), ms(*r.tcp), r.attempts, ms(*r.oldUDP), r.oldTCP)
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
@@ -126,6 +150,7 @@ func (c *cluster) failOnce(p *pod, lb netip.Addr, host string) failoverRound {
 	// through the host before it dies, that keeps sending every 20 ms.
 	var died atomic.Int64 // the death, in Unix nanoseconds
 	r.oldUDP = c.oldUDPFlow(ctx, &wg, p, lb, &died)
+	r.oldTCP = c.oldTCPConn(ctx, &wg, p, lb, &died)
 	// watch polls cond every 10 ms from the death until it holds.
 	watch := func(into *time.Duration, start time.Time, cond func() bool) {
 		wg.Add(1)
@@ -248,6 +273,85 @@ func (c *cluster) oldUDPFlow(ctx context.Context, wg *sync.WaitGroup, p *pod, lb
 	return first
 }
 
+// oldTCPConn establishes a TCP connection from p to the outside, answered
+// with lb as source (through the host, before its death), then sends a line
+// on it every 50 ms and returns where its fate will be stored: the first
+// answer after the death (not within 300 ms of it: those were in flight
+// already), the error that ended it, or neither within oldTCPBound.
+func (c *cluster) oldTCPConn(ctx context.Context, wg *sync.WaitGroup, p *pod, lb netip.Addr, died *atomic.Int64) *tcpFate {
+	c.t.Helper()
+	ext := netip.AddrPortFrom(c.dp.ExtIPs()[0], echoPort)
+	var conn net.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := p.ns.Do(func() (err error) { conn, err = net.DialTimeout("tcp", ext.String(), time.Second); return err })
+		if err == nil {
+			_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+			line, rerr := bufio.NewReader(conn).ReadString('\n')
+			ap, perr := netip.ParseAddrPort(strings.TrimSpace(strings.TrimPrefix(line, "seen=")))
+			if rerr == nil && perr == nil && ap.Addr().Unmap() == lb {
+				break
+			}
+			conn.Close()
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no TCP connection answered with %s before the death", lb)
+		}
+	}
+	fate := &tcpFate{}
+	done := make(chan struct{})
+	wg.Add(2)
+	go func() { // sender
+		defer wg.Done()
+		for {
+			if _, err := conn.Write([]byte("x\n")); err != nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	go func() { // receiver
+		defer wg.Done()
+		defer conn.Close()
+		defer close(done)
+		r := bufio.NewReader(conn)
+		for ctx.Err() == nil {
+			at := died.Load()
+			if at != 0 && time.Since(time.Unix(0, at)) > oldTCPBound {
+				return
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			line, err := r.ReadString('\n')
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				continue
+			case err != nil:
+				fate.err = err
+				return
+			}
+			ap, err := netip.ParseAddrPort(strings.TrimSpace(strings.TrimPrefix(line, "seen=")))
+			if err != nil || ap.Addr().Unmap() != lb || at == 0 {
+				continue
+			}
+			// The kill drops the dead host's traffic at once, but a reply
+			// it forwarded just before may be read a little later; no
+			// failover completes within 300 ms (the probe timeout alone
+			// is 500 ms).
+			if d := time.Since(time.Unix(0, at)); d > 300*time.Millisecond {
+				fate.resumed = d
+				return
+			}
+		}
+	}()
+	return fate
+}
+
 // firstAnswered starts a new proto flow from p every interval until one is
 // answered with lb as source, and returns where it will store the time
 // (from start) that counts: the sending of the answered UDP datagram, the
@@ -322,6 +426,23 @@ func summarize(rs []failoverRound) string {
 		}
 		slices.Sort(ds)
 		fmt.Fprintf(&b, "  %-48s %8s %8s %8s\n", p.name, ms(ds[0]), ms(ds[len(ds)/2]), ms(ds[len(ds)-1]))
+	}
+	var resumed []time.Duration
+	var other []string
+	for _, r := range rs {
+		if r.oldTCP.resumed > 0 {
+			resumed = append(resumed, r.oldTCP.resumed)
+		} else {
+			other = append(other, r.oldTCP.String())
+		}
+	}
+	slices.Sort(resumed)
+	if len(resumed) > 0 {
+		fmt.Fprintf(&b, "  %-48s %8s %8s %8s (%d of %d rounds)\n", "death → the old TCP connection answered again",
+			ms(resumed[0]), ms(resumed[len(resumed)/2]), ms(resumed[len(resumed)-1]), len(resumed), len(rs))
+	}
+	if len(other) > 0 {
+		fmt.Fprintf(&b, "  the old TCP connection otherwise: %s\n", strings.Join(other, "; "))
 	}
 	return b.String()
 }
