@@ -41,7 +41,7 @@ func RunAgent(ctx context.Context, cfg Config, kube kubernetes.Interface, egress
 	if err != nil {
 		return err
 	}
-	applier.InNamespace(ns)
+	applier.ReadTableWith(TableReader{})
 	rec, stop, err := controller.NewRecorder(ctx, kube, corev1.EventSource{Component: EventSource, Host: cfg.NodeName})
 	if err != nil {
 		return err

@@ -59,10 +59,8 @@ func newKernelAgentWith(t *testing.T, tns *testenv.NetNS, cfg ApplierConfig) *ke
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The table is read as the agent reads it: in parallel, each read
-	// inside the namespace (a read that ran in the host's would find
-	// nothing, and every test here would see its state vanish).
-	a.InNamespace(ns)
+	// The table is read as the agent reads it: in one nft run.
+	a.ReadTableWith(TableReader{})
 	return &kernelAgent{ns: ns, nl: nl, a: a}
 }
 

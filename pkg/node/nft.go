@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"sigs.k8s.io/knftables"
@@ -206,46 +205,20 @@ type nftState struct {
 	chains   map[string][]string                  // chain → rule comments, in order
 }
 
-// listNFT reads the agent's table; a missing table, map or chain reads as
-// empty. With ns the reads run in parallel, each inside ns.
-func listNFT(ctx context.Context, nft knftables.Interface, ns *Namespace) (nftState, error) {
+// listNFT reads the agent's table through knftables, one object per nft
+// run (TableReader reads it in one); a missing table, map or chain reads
+// as empty.
+func listNFT(ctx context.Context, nft knftables.Interface) (nftState, error) {
 	st := nftState{elements: map[netip.Addr]translate.SNATElement{}, chains: map[string][]string{}}
-	chains := []string{snatChain, guardChain, forwardChain}
-	elems := make([][]*knftables.Element, len(ipfamily.All))
-	rules := make([][]*knftables.Rule, len(chains))
-	found := make([]bool, len(chains)) // the chain exists
-	var reads []func() error
-	for i, f := range ipfamily.All {
-		reads = append(reads, func() error {
-			es, err := nft.ListElements(ctx, "map", snatMap(f))
-			switch {
-			case knftables.IsNotFound(err):
-				return nil
-			case err != nil:
-				return fmt.Errorf("list map %s: %w", snatMap(f), err)
-			}
-			elems[i] = es
-			return nil
-		})
-	}
-	for i, c := range chains {
-		reads = append(reads, func() error {
-			rs, err := nft.ListRules(ctx, c)
-			switch {
-			case knftables.IsNotFound(err):
-				return nil
-			case err != nil:
-				return fmt.Errorf("list chain %s: %w", c, err)
-			}
-			rules[i], found[i] = rs, true
-			return nil
-		})
-	}
-	if err := runReads(ns, reads); err != nil {
-		return st, err
-	}
-	for i, f := range ipfamily.All {
-		for _, e := range elems[i] {
+	for _, f := range ipfamily.All {
+		elems, err := nft.ListElements(ctx, "map", snatMap(f))
+		if knftables.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return st, fmt.Errorf("list map %s: %w", snatMap(f), err)
+		}
+		for _, e := range elems {
 			se, ok := elementFromNFT(f, e)
 			if !ok {
 				// Not an element the agent writes; the map is typed, so
@@ -255,12 +228,16 @@ func listNFT(ctx context.Context, nft knftables.Interface, ns *Namespace) (nftSt
 			st.elements[se.Endpoint] = se
 		}
 	}
-	for i, c := range chains {
-		if !found[i] {
+	for _, c := range []string{snatChain, guardChain, forwardChain} {
+		rules, err := nft.ListRules(ctx, c)
+		if knftables.IsNotFound(err) {
 			continue
 		}
+		if err != nil {
+			return st, fmt.Errorf("list chain %s: %w", c, err)
+		}
 		comments := []string{}
-		for _, r := range rules[i] {
+		for _, r := range rules {
 			c := ""
 			if r.Comment != nil {
 				c = *r.Comment
@@ -270,38 +247,6 @@ func listNFT(ctx context.Context, nft knftables.Interface, ns *Namespace) (nftSt
 		st.chains[c] = comments
 	}
 	return st, nil
-}
-
-// runReads runs reads one after the other, or with ns all at once, each
-// inside ns (nft follows the calling thread's namespace); the first error
-// in their order is returned.
-func runReads(ns *Namespace, reads []func() error) error {
-	errs := make([]error, len(reads))
-	if ns == nil {
-		for i, r := range reads {
-			if errs[i] = r(); errs[i] != nil {
-				return errs[i]
-			}
-		}
-		return nil
-	}
-	var wg sync.WaitGroup
-	for i, r := range reads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := ns.Do(r); err != nil {
-				errs[i] = err
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func elementFromNFT(f ipfamily.Family, e *knftables.Element) (translate.SNATElement, bool) {
