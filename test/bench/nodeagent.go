@@ -98,6 +98,7 @@ func (b *bench) runNodeAgent(ctx context.Context, r *result) error {
 	if err != nil {
 		return err
 	}
+	a.ReadTableWith(node.TableReader{}) // as the agent reads its table
 	apply := func() (node.Result, time.Duration, error) {
 		var res node.Result
 		start := time.Now()
