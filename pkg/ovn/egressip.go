@@ -2,7 +2,6 @@ package ovn
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 
 	"github.com/ovn-kubernetes/libovsdb/client"
@@ -38,21 +37,22 @@ func ServedAddresses(ctx context.Context, c client.Client) (map[netip.Addr]bool,
 	if natWithMatch(c) {
 		return served, nil
 	}
-	var rows []nbdb.NAT
-	err := c.WhereCache(func(r *nbdb.NAT) bool {
-		if _, ours := translate.KeyOf(r.ExternalIDs); !ours {
-			return false
+	// In place (cachedRows): on the gateway path a cluster has a NAT row per
+	// endpoint, and this runs at every EgressIP sync.
+	for _, m := range cachedRows(c, nbdb.NATTable) {
+		r, ok := m.(*nbdb.NAT)
+		if !ok {
+			continue
 		}
-		t := r.ExternalIDs[translate.KeyOwnerType]
-		return t != translate.OwnerEgressIP && t != translate.OwnerEgressIPNAT
-	}).List(ctx, &rows)
-	if err != nil && err != client.ErrNotFound {
-		return nil, fmt.Errorf("list EgressService NAT rows: %w", err)
-	}
-	for _, r := range rows {
+		if _, ours := translate.KeyOf(r.ExternalIDs); !ours {
+			continue
+		}
+		if t := r.ExternalIDs[translate.KeyOwnerType]; t == translate.OwnerEgressIP || t == translate.OwnerEgressIPNAT {
+			continue
+		}
 		if a, err := netip.ParseAddr(r.LogicalIP); err == nil {
 			served[a] = true
 		}
 	}
-	return served, nil
+	return served, ctx.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,5 +133,34 @@ func TestEgressIPRowsSteerThePods(t *testing.T) {
 	}
 	if got := e.policyUUIDs(); strings.Join(got, ",") != strings.Join(esPolicies, ",") {
 		t.Errorf("the EgressService policies changed: %v → %v", esPolicies, got)
+	}
+}
+
+// TestServedAddressesAreTheServicesNATs: on an NB without NAT.match the
+// pod addresses EgressService NAT rows SNAT are served (an EgressIP leaves
+// them alone); EgressIP's own NAT rows and another controller's are not.
+// With NAT.match nothing is (the services' rows match their sets).
+func TestServedAddressesAreTheServicesNATs(t *testing.T) {
+	e := newEnv(t, ipfamily.V4)
+	e.in.Config.Backend = translate.BackendOVN
+	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, "10.244.1.5@node1", "10.244.3.5@node3")
+	e.apply()
+	e.applyEgressIPs(egressIPObject("eip1", []string{"172.18.0.210@node1"}, netip.MustParseAddr("10.244.1.9")))
+	e.nbctl("lr-nat-add", "GR_node1", "snat", "172.18.0.200", "10.244.1.77")
+	served, err := ovn.ServedAddresses(context.Background(), e.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for a := range served {
+		got = append(got, a.String())
+	}
+	slices.Sort(got)
+	want := []string{"10.244.1.5", "10.244.3.5"}
+	if ovn.FeaturesOf(e.c).NATMatch {
+		want = nil
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("served %v; want %v (NAT rows:\n%s)", got, want, e.nbctl("--columns=logical_ip,external_ids", "list", "NAT"))
 	}
 }
