@@ -149,6 +149,12 @@ func Ask(ns *NetNS, proto string, dst netip.AddrPort, timeout time.Duration) (ne
 	if err != nil {
 		return netip.Addr{}, err
 	}
+	return ParseSeen(line)
+}
+
+// ParseSeen reads an Echo answer ("seen=<address>:<port>") and returns the
+// source address the server saw.
+func ParseSeen(line string) (netip.Addr, error) {
 	ap, err := netip.ParseAddrPort(strings.TrimPrefix(strings.TrimSpace(line), "seen="))
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("bad answer %q: %w", line, err)

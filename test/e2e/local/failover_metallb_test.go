@@ -228,8 +228,8 @@ func (c *cluster) oldUDPFlow(ctx context.Context, wg *sync.WaitGroup, p *pod, lb
 		if err != nil {
 			return netip.Addr{}, false
 		}
-		ap, err := netip.ParseAddrPort(strings.TrimSpace(strings.TrimPrefix(string(buf[:n]), "seen=")))
-		return ap.Addr().Unmap(), err == nil
+		src, err := testenv.ParseSeen(string(buf[:n]))
+		return src, err == nil
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		_, _ = conn.Write([]byte("x"))
@@ -242,20 +242,9 @@ func (c *cluster) oldUDPFlow(ctx context.Context, wg *sync.WaitGroup, p *pod, lb
 	}
 	first := new(time.Duration)
 	done := make(chan struct{})
-	wg.Add(2)
-	go func() { // sender
-		defer wg.Done()
-		for {
-			_, _ = conn.Write([]byte("x"))
-			select {
-			case <-ctx.Done():
-				return
-			case <-done:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
+	// A UDP write error (an ICMP answer to an earlier datagram) ends nothing.
+	keepSending(ctx, wg, done, 20*time.Millisecond, func() error { _, _ = conn.Write([]byte("x")); return nil })
+	wg.Add(1)
 	go func() { // receiver
 		defer wg.Done()
 		defer conn.Close()
@@ -273,6 +262,24 @@ func (c *cluster) oldUDPFlow(ctx context.Context, wg *sync.WaitGroup, p *pod, lb
 	return first
 }
 
+// keepSending calls send every interval until it fails, ctx ends or done
+// is closed (an old flow's sender, beside its receiver).
+func keepSending(ctx context.Context, wg *sync.WaitGroup, done <-chan struct{}, interval time.Duration, send func() error) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for send() == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-time.After(interval):
+			}
+		}
+	}()
+}
+
 // oldTCPConn establishes a TCP connection from p to the outside, answered
 // with lb as source (through the host, before its death), then sends a line
 // on it every 50 ms and returns where its fate will be stored: the first
@@ -282,13 +289,14 @@ func (c *cluster) oldTCPConn(ctx context.Context, wg *sync.WaitGroup, p *pod, lb
 	c.t.Helper()
 	ext := netip.AddrPortFrom(c.dp.ExtIPs()[0], echoPort)
 	var conn net.Conn
+	var r *bufio.Reader
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		err := p.ns.Do(func() (err error) { conn, err = net.DialTimeout("tcp", ext.String(), time.Second); return err })
 		if err == nil {
 			_ = conn.SetReadDeadline(time.Now().Add(time.Second))
-			line, rerr := bufio.NewReader(conn).ReadString('\n')
-			ap, perr := netip.ParseAddrPort(strings.TrimSpace(strings.TrimPrefix(line, "seen=")))
-			if rerr == nil && perr == nil && ap.Addr().Unmap() == lb {
+			r = bufio.NewReader(conn)
+			line, rerr := r.ReadString('\n')
+			if src, perr := testenv.ParseSeen(line); rerr == nil && perr == nil && src == lb {
 				break
 			}
 			conn.Close()
@@ -299,27 +307,12 @@ func (c *cluster) oldTCPConn(ctx context.Context, wg *sync.WaitGroup, p *pod, lb
 	}
 	fate := &tcpFate{}
 	done := make(chan struct{})
-	wg.Add(2)
-	go func() { // sender
-		defer wg.Done()
-		for {
-			if _, err := conn.Write([]byte("x\n")); err != nil {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-done:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
+	keepSending(ctx, wg, done, 50*time.Millisecond, func() error { _, err := conn.Write([]byte("x\n")); return err })
+	wg.Add(1)
 	go func() { // receiver
 		defer wg.Done()
 		defer conn.Close()
 		defer close(done)
-		r := bufio.NewReader(conn)
 		for ctx.Err() == nil {
 			at := died.Load()
 			if at != 0 && time.Since(time.Unix(0, at)) > oldTCPBound {
@@ -335,8 +328,8 @@ func (c *cluster) oldTCPConn(ctx context.Context, wg *sync.WaitGroup, p *pod, lb
 				fate.err = err
 				return
 			}
-			ap, err := netip.ParseAddrPort(strings.TrimSpace(strings.TrimPrefix(line, "seen=")))
-			if err != nil || ap.Addr().Unmap() != lb || at == 0 {
+			src, err := testenv.ParseSeen(line)
+			if err != nil || src != lb || at == 0 {
 				continue
 			}
 			// The kill drops the dead host's traffic at once, but a reply
