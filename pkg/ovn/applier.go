@@ -49,6 +49,9 @@ type Stats struct {
 	Transactions int
 	Operations   int
 	Changes      int
+	// Plan is the time spent diffing against the cache, Write the time
+	// spent in transactions (until NB's reply).
+	Plan, Write time.Duration
 }
 
 // Apply converges the rows of keys on desired: it reads the owned rows of
@@ -56,11 +59,15 @@ type Stats struct {
 // (split between keys only when it exceeds the operation bound), checking
 // every operation's result. Nothing changed means nothing written.
 func (a *Applier) Apply(ctx context.Context, keys []translate.Key, desired *translate.Desired) (Stats, error) {
+	start := time.Now()
 	plan, err := BuildPlan(ctx, a.c, keys, desired)
 	if err != nil {
 		return Stats{}, err
 	}
-	return a.ApplyPlan(ctx, plan)
+	planned := time.Now()
+	st, err := a.ApplyPlan(ctx, plan)
+	st.Plan, st.Write = planned.Sub(start), time.Since(planned)
+	return st, err
 }
 
 // ApplyPlan writes a plan built by BuildPlan.

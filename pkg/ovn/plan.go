@@ -175,16 +175,20 @@ func ownedRows[T any](ctx context.Context, c client.Client, k translate.Key, pro
 func BuildPlan(ctx context.Context, c client.Client, keys []translate.Key, desired *translate.Desired) (*Plan, error) {
 	p := &Plan{Keys: keys}
 	refs := &routerRefs{ctx: ctx, c: c}
+	asked := make(map[translate.Key]bool, len(keys))
+	for _, k := range keys {
+		asked[k] = true
+	}
+	sets, err := ownedAddressSets(ctx, c, asked)
+	if err != nil {
+		return nil, err
+	}
 	for _, k := range keys {
 		want := desired.Rows[k]
 		if want == nil {
 			want = &translate.Rows{}
 		}
 		name := keyName(k)
-		ases, err := ownedRows(ctx, c, k, nbdb.AddressSet{ExternalIDs: map[string]string{translate.KeyName: name}}, func(r *nbdb.AddressSet) map[string]string { return r.ExternalIDs })
-		if err != nil {
-			return nil, fmt.Errorf("list address sets of %s: %w", k, err)
-		}
 		pols, err := ownedRows(ctx, c, k, nbdb.LogicalRouterPolicy{ExternalIDs: map[string]string{translate.KeyName: name}}, func(r *nbdb.LogicalRouterPolicy) map[string]string { return r.ExternalIDs })
 		if err != nil {
 			return nil, fmt.Errorf("list policies of %s: %w", k, err)
@@ -197,7 +201,7 @@ func BuildPlan(ctx context.Context, c client.Client, keys []translate.Key, desir
 		if err != nil {
 			return nil, fmt.Errorf("list static routes of %s: %w", k, err)
 		}
-		p.diffAddressSets(want.AddressSets, ases)
+		p.diffAddressSets(want.AddressSets, sets[k])
 		p.diffPolicies(want.Policies, pols, refs)
 		p.diffNATs(want.NATs, nats, refs)
 		p.diffRoutes(want.Routes, routes, refs, desired.ReleaseClusterRoutes)
@@ -239,10 +243,11 @@ func match[W, H any](want []W, have []H, wantIDs func(*W) map[string]string, hav
 	}
 }
 
-func (p *Plan) diffAddressSets(want []translate.AddressSet, have []nbdb.AddressSet) {
+// diffAddressSets diffs against sets read in place from the cache (READ ONLY).
+func (p *Plan) diffAddressSets(want []translate.AddressSet, have []*nbdb.AddressSet) {
 	match(want, have, func(w *translate.AddressSet) map[string]string { return w.ExternalIDs },
-		func(h *nbdb.AddressSet) map[string]string { return h.ExternalIDs },
-		func(w translate.AddressSet, cur nbdb.AddressSet) {
+		func(h **nbdb.AddressSet) map[string]string { return (*h).ExternalIDs },
+		func(w translate.AddressSet, cur *nbdb.AddressSet) {
 			u := asUpdate{uuid: cur.UUID, id: w.ExternalIDs[translate.KeyID]}
 			had := make(map[string]bool, len(cur.Addresses))
 			for _, a := range cur.Addresses {
@@ -263,7 +268,7 @@ func (p *Plan) diffAddressSets(want []translate.AddressSet, have []nbdb.AddressS
 			}
 		},
 		func(w translate.AddressSet) { p.asCreate = append(p.asCreate, w) },
-		func(_ string, h nbdb.AddressSet) { p.asDelete = append(p.asDelete, h) })
+		func(_ string, h *nbdb.AddressSet) { p.asDelete = append(p.asDelete, *h) })
 }
 
 func (p *Plan) diffPolicies(want []translate.Policy, have []nbdb.LogicalRouterPolicy, refs *routerRefs) {

@@ -83,24 +83,67 @@ func gatewaySNAT(ctx context.Context, c client.Client, gr string, clusterSubnets
 // CurrentMembers adds the addresses of the node keys' owned address sets,
 // as the NB cache has them, to into (by address-set name): what the
 // readiness handshake keeps while an agent catches up.
+// The addresses are the cache's own: READ ONLY.
 func CurrentMembers(ctx context.Context, c client.Client, keys []translate.Key, into map[string][]string) error {
+	nodes := map[translate.Key]bool{}
 	for _, k := range keys {
-		node := k.Node()
-		if node == "" || k == translate.ClusterKey || k == translate.UnassignedKey {
-			continue
+		if node := k.Node(); node != "" && k != translate.ClusterKey && k != translate.UnassignedKey {
+			nodes[k] = true
 		}
-		var sets []nbdb.AddressSet
-		err := c.Where(&nbdb.AddressSet{ExternalIDs: map[string]string{translate.KeyName: node}}).List(ctx, &sets)
-		if err != nil && err != client.ErrNotFound {
-			return fmt.Errorf("read address sets of %s: %w", k, err)
-		}
-		for _, s := range sets {
-			if got, ok := translate.KeyOf(s.ExternalIDs); ok && got == k {
-				into[s.Name] = s.Addresses
-			}
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	sets, err := ownedAddressSets(ctx, c, nodes)
+	if err != nil {
+		return err
+	}
+	for _, ss := range sets {
+		for _, s := range ss {
+			into[s.Name] = s.Addresses
 		}
 	}
 	return nil
+}
+
+// inPlaceKeys is the number of keys from which ownedAddressSets reads the
+// whole table in place rather than each key's sets through the index.
+const inPlaceKeys = 8
+
+// ownedAddressSets returns the owned address sets of keys, by key, in UUID
+// order, READ ONLY. Many keys (a drain's sync reads some fifty sets of
+// hundreds of addresses) are read in place from the cache, like cachedRows,
+// where a List would copy every address; a few keys are listed through the
+// name index, sparing the walk of a table that ovn-kubernetes fills with
+// thousands of sets.
+func ownedAddressSets(ctx context.Context, c client.Client, keys map[translate.Key]bool) (map[translate.Key][]*nbdb.AddressSet, error) {
+	out := make(map[translate.Key][]*nbdb.AddressSet, len(keys))
+	if len(keys) < inPlaceKeys {
+		for k := range keys {
+			var sets []nbdb.AddressSet
+			err := c.Where(&nbdb.AddressSet{ExternalIDs: map[string]string{translate.KeyName: keyName(k)}}).List(ctx, &sets)
+			if err != nil && err != client.ErrNotFound {
+				return nil, fmt.Errorf("list address sets of %s: %w", k, err)
+			}
+			for i := range sets {
+				if got, ok := translate.KeyOf(sets[i].ExternalIDs); ok && got == k {
+					out[k] = append(out[k], &sets[i])
+				}
+			}
+		}
+	} else {
+		for _, m := range cachedRows(c, nbdb.AddressSetTable) {
+			if s, ok := m.(*nbdb.AddressSet); ok {
+				if k, ok := translate.KeyOf(s.ExternalIDs); ok && keys[k] {
+					out[k] = append(out[k], s)
+				}
+			}
+		}
+	}
+	for _, ss := range out {
+		slices.SortFunc(ss, func(a, b *nbdb.AddressSet) int { return strings.Compare(a.UUID, b.UUID) })
+	}
+	return out, ctx.Err()
 }
 
 // ForeignClusterRoutes returns the cluster subnets that already have a

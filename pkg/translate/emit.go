@@ -96,10 +96,7 @@ func (t *translator) addClusterRoutes(svcs []*service) {
 // rendered again.
 func (t *translator) emitSets() {
 	for k, acc := range t.sets {
-		key := NodeKey(k.node)
-		if k.owner == OwnerUnassigned {
-			key = UnassignedKey
-		}
+		key := k.key()
 		if t.in.Only != nil && !t.in.Only[key] {
 			continue // computed for the others' sake, not asked for
 		}

@@ -173,6 +173,19 @@ type Input struct {
 	// its EgressServices is in EgressServices or Kept. A Kept service the Memo
 	// no longer holds (its configuration changed) makes the result Stale.
 	Kept []*egressv1.EgressService
+	// Unlisted, with a Memo, are node keys whose EgressServices the caller
+	// did not list: such a host keeps the contributions of its last
+	// translation with this Memo, but for those of the services given in
+	// EgressServices or Kept, which go wherever they are hosted now. So a
+	// drain that moved 200 services costs those 200, not every service of
+	// every host they moved onto. A caller gives a key here only when
+	// nothing but the status.host of given services changed since that
+	// translation (no Service, endpoint, Node, report or gateway change).
+	// The Memo vouches for the rest — the key was translated since it
+	// began, and every contribution it keeps is the current result of a
+	// service it holds — or the result is Stale. Not with
+	// --unassigned-traffic=drop or a Zone (Stale).
+	Unlisted map[Key]bool
 	// ForeignClusterRoutes are the cluster subnets that already have a src-ip
 	// route on ovn_cluster_router written by someone else (ovn-kubernetes'
 	// egress features): the zone translation does not add its own then.

@@ -43,7 +43,10 @@ type Memo struct {
 	services map[*egressv1.EgressService]*memoService
 	byKey    map[string]*egressv1.EgressService
 	sets     map[setKey]*memoSet
-	stats    MemoStats
+	// known are the keys output since the Memo began: their sets in sets
+	// are exactly those of their last translation (Input.Unlisted).
+	known map[Key]bool
+	stats MemoStats
 	// hosts caches, for one translation, whether two parses of a node agree
 	// on what a hosted service reads (a Node changes for its labels too).
 	hosts map[[2]*NodeInfo]bool
@@ -58,9 +61,15 @@ type MemoStats struct {
 	// SetsPatched were rendered from the last rendering and the contributions
 	// that came and went, not afresh.
 	SetsPatched int
+	// Unlisted are the contributions kept for the services of Input.Unlisted
+	// hosts, which the translation did not see.
+	Unlisted int
 }
 
 type memoService struct {
+	// gone: a newer result of the service replaced this one, or the Memo
+	// forgot it (its contributions are no one's current result).
+	gone bool
 	key  string
 	svc  *corev1.Service
 	eps  []Endpoint
@@ -72,12 +81,16 @@ type memoService struct {
 
 // NewMemo returns an empty Memo.
 func NewMemo() *Memo {
-	return &Memo{services: map[*egressv1.EgressService]*memoService{}, byKey: map[string]*egressv1.EgressService{}, sets: map[setKey]*memoSet{}}
+	return &Memo{services: map[*egressv1.EgressService]*memoService{}, byKey: map[string]*egressv1.EgressService{},
+		sets: map[setKey]*memoSet{}, known: map[Key]bool{}}
 }
 
 // Forget drops what is kept for the EgressService "namespace/name" (it was deleted).
 func (m *Memo) Forget(key string) {
 	if m != nil {
+		if e := m.services[m.byKey[key]]; e != nil {
+			e.gone = true
+		}
 		delete(m.services, m.byKey[key])
 		delete(m.byKey, key)
 	}
@@ -102,6 +115,7 @@ func (m *Memo) begin(in Input) *Memo {
 		clear(m.services)
 		clear(m.byKey)
 		clear(m.sets)
+		clear(m.known)
 	}
 	m.stats = MemoStats{}
 	m.hosts = map[[2]*NodeInfo]bool{}
@@ -244,9 +258,10 @@ func (m *Memo) store(t *translator, s *service) {
 	c.fromMemo = true
 	e := &memoService{key: s.key, svc: s.svc, eps: t.in.Endpoints[s.key], host: t.in.Nodes[s.es.Status.Host], s: &c}
 	e.gw, e.gwOK = t.in.Gateways[s.es.Status.Host]
-	if old, ok := m.byKey[s.key]; ok {
-		delete(m.services, old)
+	for _, p := range s.parts {
+		p.owner = e
 	}
+	m.Forget(s.key)
 	m.services[s.es], m.byKey[s.key] = e, s.es
 }
 

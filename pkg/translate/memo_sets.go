@@ -11,6 +11,95 @@ import (
 // last rendering and what came and went, not afresh: its cost is that of the
 // change, not of the set.
 
+// unlisted carries the last rendering of every set of the Input.Unlisted
+// hosts into t: each keeps its contributions but for the old results of the
+// services given now (svcs), which were placed anew. The cost is one pointer
+// check per kept contribution: no map is built, nothing is hashed but the
+// delta. It returns false when the Memo cannot vouch for them: a host not
+// translated since it began, a contribution that is no one's current result
+// and whose service is not given (a service not memoized — a shared
+// endpoint, a report behind, Network mode — or one that changed unseen), a
+// given service's set reached through another nexthop, the
+// unassigned-traffic drop (it reads every service) or no Memo (a zone).
+func (m *Memo) unlisted(t *translator, svcs []*service) bool {
+	if m == nil || t.in.Config.UnassignedTraffic == UnassignedDrop {
+		return false
+	}
+	for k := range t.in.Unlisted {
+		if !m.known[k] {
+			return false
+		}
+	}
+	var given map[string]bool // built when an old result is met
+	for k, e := range m.sets {
+		if !t.in.Unlisted[k.key()] {
+			continue
+		}
+		acc := t.sets[k]
+		if acc == nil {
+			acc = &setAcc{nexthop: e.nexthop}
+		} else if acc.nexthop != e.nexthop {
+			return false
+		}
+		for c := range e.parts {
+			if c.owner != nil && !c.owner.gone {
+				continue // stays (or is given again, from the Memo: the same contribution)
+			}
+			if given == nil {
+				given = make(map[string]bool, len(svcs))
+				for _, s := range svcs {
+					given[s.key] = true
+				}
+			}
+			if !given[c.svc] {
+				return false
+			}
+			acc.removed = append(acc.removed, c)
+		}
+		kept := len(e.parts) - len(acc.removed)
+		if kept == 0 && len(acc.parts) == 0 {
+			continue // it lost its last contribution: no set
+		}
+		acc.carried = e
+		t.sets[k] = acc
+		m.stats.Unlisted += kept
+	}
+	return true
+}
+
+// settle records what a complete translation taught the Memo about whole
+// keys: the sets of every key it output are now exactly those it rendered
+// (a set that lost its last contribution is forgotten), so an Unlisted
+// key may keep them later.
+func (m *Memo) settle(t *translator) {
+	if m == nil {
+		return
+	}
+	out := func(k Key) bool { return t.in.Only == nil || t.in.Only[k] }
+	for k := range m.sets {
+		if t.sets[k] == nil && out(k.key()) {
+			delete(m.sets, k)
+		}
+	}
+	if t.in.Only == nil {
+		for name := range t.in.Nodes {
+			m.known[NodeKey(name)] = true
+		}
+		return
+	}
+	for k := range t.in.Only {
+		m.known[k] = true
+	}
+}
+
+// key is the key whose rows hold the set.
+func (k setKey) key() Key {
+	if k.owner == OwnerUnassigned {
+		return UnassignedKey
+	}
+	return NodeKey(k.node)
+}
+
 // memoSet is what the Memo keeps of one set's last rendering.
 type memoSet struct {
 	nexthop  netip.Addr
@@ -24,6 +113,9 @@ func (m *Memo) set(t *translator, k setKey, acc *setAcc) *renderedSet {
 		return t.render(k, acc)
 	}
 	m.stats.Sets++
+	if acc.carried != nil {
+		return m.carriedSet(t, k, acc)
+	}
 	parts := make(map[*contribution]struct{}, len(acc.parts))
 	for _, c := range acc.parts {
 		parts[c] = struct{}{}
@@ -35,7 +127,18 @@ func (m *Memo) set(t *translator, k setKey, acc *setAcc) *renderedSet {
 	}
 	var rs *renderedSet
 	if e != nil && e.nexthop == acc.nexthop {
-		rs = t.patch(k, acc, e, parts)
+		var added, removed []*contribution
+		for _, c := range acc.parts {
+			if _, ok := e.parts[c]; !ok {
+				added = append(added, c)
+			}
+		}
+		for c := range e.parts {
+			if _, ok := parts[c]; !ok {
+				removed = append(removed, c)
+			}
+		}
+		rs = t.patch(k, e.rendered, added, removed, len(parts))
 	}
 	if rs != nil {
 		m.stats.SetsPatched++
@@ -43,6 +146,41 @@ func (m *Memo) set(t *translator, k setKey, acc *setAcc) *renderedSet {
 		rs = t.render(k, acc)
 	}
 	m.sets[k] = &memoSet{nexthop: acc.nexthop, parts: parts, rendered: rs}
+	return rs
+}
+
+// carriedSet renders a set of an Unlisted host from its last rendering and
+// the contributions that came (acc.parts not in it) and went (acc.removed),
+// updating what the Memo keeps of it in place.
+func (m *Memo) carriedSet(t *translator, k setKey, acc *setAcc) *renderedSet {
+	e := acc.carried
+	var added []*contribution
+	for _, c := range acc.parts {
+		if _, ok := e.parts[c]; !ok {
+			added = append(added, c)
+		}
+	}
+	if len(added) == 0 && len(acc.removed) == 0 {
+		m.stats.SetsReused++
+		return e.rendered
+	}
+	for _, c := range acc.removed {
+		delete(e.parts, c)
+	}
+	for _, c := range added {
+		e.parts[c] = struct{}{}
+	}
+	rs := t.patch(k, e.rendered, added, acc.removed, len(e.parts))
+	if rs != nil {
+		m.stats.SetsPatched++
+	} else {
+		full := &setAcc{nexthop: e.nexthop, parts: make([]*contribution, 0, len(e.parts))}
+		for c := range e.parts {
+			full.parts = append(full.parts, c)
+		}
+		rs = t.render(k, full)
+	}
+	e.rendered = rs
 	return rs
 }
 
@@ -58,27 +196,13 @@ func sameParts(a, b map[*contribution]struct{}) bool {
 	return true
 }
 
-// patch renders a set from its last rendering (old) when few contributions
-// came or went; nil when it must be rendered afresh: a large change, an
-// address two contributions share, or NAT rows with matches (Config.NATMatch).
-// The result equals render's; old is left as it was (earlier results share it).
-func (t *translator) patch(k setKey, acc *setAcc, old *memoSet, parts map[*contribution]struct{}) *renderedSet {
-	prev := old.rendered
-	if !prev.patchable {
-		return nil
-	}
-	var added, removed []*contribution
-	for _, c := range acc.parts {
-		if _, ok := old.parts[c]; !ok {
-			added = append(added, c)
-		}
-	}
-	for c := range old.parts {
-		if _, ok := parts[c]; !ok {
-			removed = append(removed, c)
-		}
-	}
-	if 2*(len(added)+len(removed)) > len(acc.parts) {
+// patch renders a set from its last rendering (prev) and the contributions
+// that came and went, when they are few next to the set's total; nil when
+// it must be rendered afresh: a large change, an address two contributions
+// share, or NAT rows with matches (Config.NATMatch). The result equals
+// render's; prev is left as it was (earlier results share it).
+func (t *translator) patch(k setKey, prev *renderedSet, added, removed []*contribution, total int) *renderedSet {
+	if !prev.patchable || 2*(len(added)+len(removed)) > total {
 		return nil
 	}
 	gone := map[netip.Addr]bool{}

@@ -96,7 +96,10 @@ type setKey struct {
 // contribution is what one service (or the unassigned rows) puts into one
 // address set: addresses and, on the gateway path, their NAT rows.
 type contribution struct {
-	set     setKey
+	set setKey
+	svc string // the EgressService's "namespace/name" ("" for the unassigned rows)
+	// owner is the Memo's result of svc that holds it (nil: none).
+	owner   *memoService
 	nexthop netip.Addr
 	addrs   []netip.Addr
 	nats    []natEntry
@@ -116,6 +119,11 @@ type natEntry struct {
 type setAcc struct {
 	nexthop netip.Addr
 	parts   []*contribution
+	// carried, for a set of an Input.Unlisted host, is its last rendering:
+	// its contributions stay, but for removed (the old results of services
+	// given now), and parts are only the given services' ones.
+	carried *memoSet
+	removed []*contribution
 }
 
 type translator struct {
@@ -182,6 +190,13 @@ func Translate(in Input) *Desired {
 		}
 		svcs = append(svcs, s)
 	}
+	// An unlisted host keeps its other services' contributions of last time.
+	if len(in.Unlisted) > 0 && !t.memo.unlisted(t, svcs) {
+		t.d.Stale = true
+	}
+	if t.d.Stale {
+		t.memo = nil // an incomplete result is not what the Memo may keep of a set
+	}
 	if in.Config.UnassignedTraffic == UnassignedDrop {
 		t.addUnassigned(svcs)
 	}
@@ -189,6 +204,7 @@ func Translate(in Input) *Desired {
 		t.addClusterRoutes(svcs)
 	}
 	t.emitSets()
+	t.memo.settle(t)
 	t.emitNodeIPs()
 	for k, r := range t.d.Rows {
 		if in.Only != nil && !in.Only[k] {
@@ -404,7 +420,7 @@ func (t *translator) addHosted(s *service) []*contribution {
 		if !ok {
 			continue
 		}
-		c := &contribution{set: setKey{s.host.Name, owner, f}, nexthop: nexthop, addrs: make([]netip.Addr, 0, len(eps))}
+		c := &contribution{set: setKey{s.host.Name, owner, f}, svc: s.key, nexthop: nexthop, addrs: make([]netip.Addr, 0, len(eps))}
 		if owner == OwnerGateway && local && t.in.Config.NATMatch {
 			c.nodeSNAT = t.nodeSNAT(s.host, f)
 		}
@@ -451,7 +467,7 @@ func (t *translator) addNetwork(s *service) {
 			if !ok {
 				continue
 			}
-			c := &contribution{set: setKey{name, OwnerNetwork, f}, nexthop: nexthop}
+			c := &contribution{set: setKey{name, OwnerNetwork, f}, svc: s.key, nexthop: nexthop}
 			if !decided {
 				eligible, decided = t.eligible(s, n, OwnerNetwork), true
 			}

@@ -52,6 +52,44 @@ func BenchmarkTranslateDrainMemo(b *testing.B) {
 	b.ReportMetric(float64(st.Sets-st.SetsReused), "sets-rendered")
 }
 
+// BenchmarkTranslateDrainUnlisted is the same drain as the master syncs it
+// now: only the 200 moved services are listed, every host is Unlisted and
+// keeps its other services' contributions from the Memo.
+func BenchmarkTranslateDrainUnlisted(b *testing.B) {
+	w := scaleWorld(true)
+	w.in.Memo = NewMemo()
+	w.in.Only = map[Key]bool{}
+	for n := range 50 {
+		w.in.Only[NodeKey(fmt.Sprintf("node%d", n+1))] = true
+	}
+	Translate(w.in)
+	in := w.in
+	in.Unlisted = w.in.Only
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		victim := fmt.Sprintf("node%d", 1+i%50)
+		in.EgressServices = nil
+		n := 0
+		for j, es := range w.in.EgressServices {
+			if es.Status.Host == victim {
+				c := es.DeepCopy()
+				c.Status.Host = fmt.Sprintf("node%d", 1+(i+1+n%49)%50)
+				w.in.EgressServices[j] = c
+				in.EgressServices = append(in.EgressServices, c)
+				n++
+			}
+		}
+		b.StartTimer()
+		if d := Translate(in); len(d.Rows) < 49 || d.Stale {
+			b.Fatal(len(d.Rows), d.Stale)
+		}
+	}
+	st := w.in.Memo.Stats()
+	b.ReportMetric(float64(st.Services), "services-listed")
+	b.ReportMetric(float64(st.Unlisted), "contributions-kept")
+}
+
 // scaleWorld is 10,000 services × 4 endpoints hosted on 50 nodes, agents
 // taken as ready; with endpoints, their parsed endpoints are given as the
 // controller gives them.

@@ -273,5 +273,12 @@ func TestADrainIsRepointedInOneSync(t *testing.T) {
 	if txns := after.Transactions - before.Transactions; txns > 2 {
 		t.Errorf("a drain of %d services took %d NB transactions; want at most 2 (one per selection batch)", n/3, txns)
 	}
-	t.Logf("drain of %d services: %d syncs, %d NB transactions", n/3, after.Syncs-before.Syncs, after.Transactions-before.Transactions)
+	// The syncs list the moved services and keep the others of node2 and
+	// node3 (Input.Unlisted); walking both hosts would list all n.
+	listed := after.Services - before.Services
+	if after.Unlisted == before.Unlisted || listed >= n {
+		t.Errorf("a drain of %d services listed %d services and kept %d hosts unlisted; want its moved services only", n/3, listed, after.Unlisted-before.Unlisted)
+	}
+	t.Logf("drain of %d services: %d syncs, %d NB transactions, %d services listed, %d hosts unlisted", n/3, after.Syncs-before.Syncs,
+		after.Transactions-before.Transactions, listed, after.Unlisted-before.Unlisted)
 }

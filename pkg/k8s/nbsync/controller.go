@@ -141,6 +141,7 @@ type Controller struct {
 
 	work *controller.Worker[translate.Key]
 
+	dirt     *dirt
 	shared   *sharedAddresses
 	services *serviceCache
 	wanted   *wantedSets
@@ -183,6 +184,9 @@ type SyncStats struct {
 	// Services counts the EgressServices the syncs translated, Kept those of
 	// them whose last result was reused without reading their objects again.
 	Services, Kept int
+	// Unlisted counts the keys synced from their moved services alone
+	// (their other services kept by the Memo: dirt).
+	Unlisted int
 }
 
 // New wires the controller to the informer factories (not yet started) and a
@@ -222,6 +226,7 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		nodeLister: nodeInf.Lister(),
 		synced:     []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
 		nodes:      map[string]parsedNode{},
+		dirt:       newDirt(),
 		shared:     newSharedAddresses(),
 		services:   newServiceCache(),
 		wanted:     newWantedSets(),
@@ -294,17 +299,17 @@ func (c *Controller) enqueueAll(ctx context.Context) {
 // the EgressIP controller's.
 func (c *Controller) enqueueKey(k translate.Key) {
 	if _, eip := k.EgressIP(); !eip {
-		c.work.Add(k)
+		c.add(k)
 	}
 }
 
 // enqueueNodes adds the cluster and unassigned keys and every node's key.
 func (c *Controller) enqueueNodes() {
-	c.work.Add(translate.ClusterKey)
-	c.work.Add(translate.UnassignedKey)
+	c.add(translate.ClusterKey)
+	c.add(translate.UnassignedKey)
 	nodes, _ := c.nodeLister.List(labels.Everything())
 	for _, n := range nodes {
-		c.work.Add(translate.NodeKey(n.Name))
+		c.add(translate.NodeKey(n.Name))
 	}
 }
 

@@ -29,7 +29,11 @@ import (
 // costs a few lookups: a drain then costs the services that moved, not every
 // service of every host they moved onto. A service that shares an endpoint
 // address with another is never kept.
-func (c *Controller) gather(ctx context.Context, keys []translate.Key, reuse bool) (translate.Input, error) {
+//
+// With reuse, a key in moved (dirtied by EgressServices moving on or off its
+// host alone: dirt) is not walked: only its moved services are read, and its
+// other services are kept by translation's Memo (Input.Unlisted).
+func (c *Controller) gather(ctx context.Context, keys []translate.Key, moved map[translate.Key]map[string]bool, reuse bool) (translate.Input, error) {
 	// Input.EndpointSlices stays empty: the parsed Endpoints are given.
 	in := translate.Input{
 		Config:  c.cfg.Translate,
@@ -39,6 +43,7 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key, reuse boo
 	}
 	all := false
 	hosts := map[string]bool{egressv1.HostAll: true}
+	var names []string
 	for _, k := range keys {
 		in.Only[k] = true
 		switch k {
@@ -47,7 +52,10 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key, reuse boo
 			all = all || c.cfg.Translate.UnassignedTraffic == translate.UnassignedDrop
 		case translate.ClusterKey:
 		default:
-			hosts[k.Node()] = true
+			names = append(names, k.Node())
+			if moved[k] == nil {
+				hosts[k.Node()] = true
+			}
 		}
 	}
 	nodes, err := c.parsedNodes()
@@ -55,16 +63,27 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key, reuse boo
 		return in, err
 	}
 	in.Nodes = nodes
-	names := make([]string, 0, len(hosts))
-	for h := range hosts {
-		if h != egressv1.HostAll {
-			names = append(names, h)
-		}
-	}
 	if err := ovn.Facts(ctx, c.nb, &in, keys, names); err != nil {
 		return in, err
 	}
 	reuse = reuse && c.memo.Reuses(in)
+	var movers []string // the moved services of the keys not walked
+	for k, svcs := range moved {
+		if !in.Only[k] {
+			continue
+		}
+		if !reuse || all {
+			hosts[k.Node()] = true
+			continue
+		}
+		if in.Unlisted == nil {
+			in.Unlisted = map[translate.Key]bool{}
+		}
+		in.Unlisted[k] = true
+		for svc := range svcs {
+			movers = append(movers, svc)
+		}
+	}
 	// The found objects first, to size the maps (a drain's sync finds
 	// thousands).
 	var found [][]any
@@ -89,6 +108,17 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key, reuse boo
 		}
 	}
 	cs := newCandidates(n, reuse)
+	for _, key := range movers {
+		ns, name, _ := strings.Cut(key, "/")
+		es, err := c.esLister.EgressServices(ns).Get(name)
+		switch {
+		case apierrors.IsNotFound(err): // deleted: its delete event walks its host
+		case err != nil:
+			return in, fmt.Errorf("get egressservice %s: %w", key, err)
+		default:
+			cs.put(cs.seen, key, es)
+		}
+	}
 	for _, objs := range found {
 		for _, o := range objs {
 			es := o.(*egressv1.EgressService)

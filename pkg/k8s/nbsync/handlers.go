@@ -22,22 +22,51 @@ import (
 // its new contents, usually the same) can be taken by the worker between the
 // two Adds, and is then synced a second time for nothing.
 
-// keySet holds the keys one event dirties.
-type keySet map[translate.Key]struct{}
+// keySet holds the keys one event dirties, each with the EgressServices
+// that moved on or off it (nil: the key is to be walked in full).
+type keySet map[translate.Key]map[string]bool
 
+// add dirties keys, to be walked in full.
 func (ks keySet) add(keys ...translate.Key) {
 	for _, k := range keys {
-		ks[k] = struct{}{}
+		ks[k] = nil
 	}
 }
 
-// on runs collect for one event and enqueues what it gathered.
+// move dirties keys by EgressService svc moving on or off their hosts.
+func (ks keySet) move(svc string, keys ...translate.Key) {
+	for _, k := range keys {
+		m, ok := ks[k]
+		switch {
+		case ok && m == nil:
+		case !ok:
+			ks[k] = map[string]bool{svc: true}
+		default:
+			m[svc] = true
+		}
+	}
+}
+
+// on runs collect for one event, records why each key is dirty and
+// enqueues the keys.
 func (c *Controller) on(collect func(keySet)) {
 	ks := keySet{}
 	collect(ks)
-	for k := range ks {
+	for k, moved := range ks {
+		if moved == nil {
+			c.dirt.full(k)
+		}
+		for svc := range moved {
+			c.dirt.moved(k, svc)
+		}
 		c.work.Add(k)
 	}
+}
+
+// add enqueues a key to be walked in full.
+func (c *Controller) add(k translate.Key) {
+	c.dirt.full(k)
+	c.work.Add(k)
 }
 
 func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexInformer) error {
@@ -55,8 +84,16 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 						// A host change (one of many when a host is drained)
 						// dirties the old and the new host only: which service
 						// keeps a shared endpoint does not depend on hosts.
-						ks.add(c.hostKeys(o)...)
-						ks.add(c.hostKeys(n)...)
+						// Between two hosts (not Network mode's ALL) it is all
+						// that changed for them: their other services stay.
+						if o.Status.Host == egressv1.HostAll || n.Status.Host == egressv1.HostAll {
+							ks.add(c.hostKeys(o)...)
+							ks.add(c.hostKeys(n)...)
+							return
+						}
+						svc := translate.EgressServiceKey(n)
+						ks.move(svc, c.hostKeys(o)...)
+						ks.move(svc, c.hostKeys(n)...)
 						return
 					}
 					c.egressServiceKeys(ks, old)
@@ -346,6 +383,6 @@ func (c *Controller) enqueueOwned(ids map[string]string) {
 
 func (c *Controller) enqueueGR(name string) {
 	if node, ok := strings.CutPrefix(name, "GR_"); ok {
-		c.work.Add(translate.NodeKey(node))
+		c.add(translate.NodeKey(node))
 	}
 }

@@ -25,7 +25,8 @@ func (c *Controller) standingBack() bool {
 // sync converges keys: gather → translate → apply.
 func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 	start := time.Now()
-	in, err := c.gather(ctx, keys, true)
+	moved := c.dirt.take(keys)
+	in, err := c.gather(ctx, keys, moved, true)
 	if err != nil {
 		return err
 	}
@@ -46,8 +47,8 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 	if desired.Stale {
 		// A kept service's result is gone from the Memo (the NB's features
 		// changed its configuration): translate every service again.
-		c.log.WithField("kept", len(in.Kept)).Debug("kept services are gone from the memo; translating them again")
-		if in, err = c.gather(ctx, keys, false); err != nil {
+		c.log.WithField("kept", len(in.Kept)).WithField("unlisted", len(in.Unlisted)).Debug("kept services or unlisted hosts are not in the memo; translating every service of the keys again")
+		if in, err = c.gather(ctx, keys, nil, false); err != nil {
 			return err
 		}
 		in.Memo = c.memo
@@ -66,6 +67,7 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 	c.stats.Changes += st.Changes
 	c.stats.Services += len(in.EgressServices) + len(in.Kept)
 	c.stats.Kept += len(in.Kept)
+	c.stats.Unlisted += len(in.Unlisted)
 	c.statsMu.Unlock()
 	if err != nil {
 		return err
@@ -78,8 +80,10 @@ func (c *Controller) sync(ctx context.Context, keys []translate.Key) error {
 		c.log.WithField("keys", len(keys)).WithField("services", len(in.EgressServices)+len(in.Kept)).WithField("changes", st.Changes).
 			WithField("transactions", st.Transactions).WithField("gather", gathered.Sub(start).Round(time.Microsecond)).
 			WithField("translate", translated.Sub(gathered).Round(time.Microsecond)).
-			WithField("reused", fmt.Sprintf("%d/%d services (%d kept), %d/%d sets (%d patched)", reused.ServicesReused, reused.Services, len(in.Kept), reused.SetsReused, reused.Sets, reused.SetsPatched)).
-			WithField("apply", time.Since(translated).Round(time.Microsecond)).Debug("nb rows converged")
+			WithField("reused", fmt.Sprintf("%d/%d services (%d kept), %d/%d sets (%d patched), %d hosts unlisted (%d contributions kept)",
+				reused.ServicesReused, reused.Services, len(in.Kept), reused.SetsReused, reused.Sets, reused.SetsPatched, len(in.Unlisted), reused.Unlisted)).
+			WithField("apply", time.Since(translated).Round(time.Microsecond)).WithField("plan", st.Plan.Round(time.Microsecond)).
+			WithField("write", st.Write.Round(time.Microsecond)).Debug("nb rows converged")
 	}
 	return nil
 }
