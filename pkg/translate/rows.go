@@ -69,6 +69,9 @@ const ClusterKey Key = "cluster"
 // NodeKey is the key of a node's rows.
 func NodeKey(node string) Key { return Key("node/" + node) }
 
+// IsNode reports whether k is a node's key.
+func (k Key) IsNode() bool { return strings.HasPrefix(string(k), "node/") }
+
 // Node returns the node name of a node key ("" for the cluster key).
 func (k Key) Node() string { n, _ := strings.CutPrefix(string(k), "node/"); return n }
 

@@ -40,6 +40,8 @@ func (d *dirt) moved(k translate.Key, svc string) {
 	defer d.mu.Unlock()
 	m, ok := d.keys[k]
 	switch {
+	case !k.IsNode():
+		d.keys[k] = nil
 	case ok && m == nil:
 	case !ok:
 		d.keys[k] = map[string]bool{svc: true}

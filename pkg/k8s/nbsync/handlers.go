@@ -33,11 +33,14 @@ func (ks keySet) add(keys ...translate.Key) {
 	}
 }
 
-// move dirties keys by EgressService svc moving on or off their hosts.
+// move dirties keys by EgressService svc moving on or off their hosts
+// (other keys than nodes' are walked in full).
 func (ks keySet) move(svc string, keys ...translate.Key) {
 	for _, k := range keys {
 		m, ok := ks[k]
 		switch {
+		case !k.IsNode():
+			ks[k] = nil
 		case ok && m == nil:
 		case !ok:
 			ks[k] = map[string]bool{svc: true}
