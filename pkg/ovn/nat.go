@@ -82,21 +82,26 @@ func fromExt(r *nbdbext.NAT) natRow {
 		Priority: r.Priority, ExternalPortRange: r.ExternalPortRange, ExternalIDs: r.ExternalIDs}
 }
 
-// ownedNATs lists the NAT rows ovn-egress owns under key k (name is the
-// key's k8s.ovn.org/name, the client index).
-func ownedNATs(ctx context.Context, c client.Client, k translate.Key, name string) ([]natRow, error) {
-	ids := map[string]string{translate.KeyName: name}
-	var out []natRow
+// ownedNATs returns the NAT rows ovn-egress owns under keys, by key
+// (ownedByKey), whichever NAT model is in use.
+func ownedNATs(ctx context.Context, c client.Client, keys map[translate.Key]bool) (map[translate.Key][]natRow, error) {
+	out := make(map[translate.Key][]natRow, len(keys))
 	if natWithMatch(c) {
-		rows, err := ownedRows(ctx, c, k, nbdbext.NAT{ExternalIDs: ids}, func(r *nbdbext.NAT) map[string]string { return r.ExternalIDs })
-		for i := range rows {
-			out = append(out, fromExt(&rows[i]))
+		rows, err := ownedByKey(ctx, c, nbdb.NATTable, keys, func(name string) *nbdbext.NAT { return &nbdbext.NAT{ExternalIDs: nameIDs(name)} },
+			func(r *nbdbext.NAT) map[string]string { return r.ExternalIDs }, func(r *nbdbext.NAT) string { return r.UUID })
+		for k, rs := range rows {
+			for i := range rs {
+				out[k] = append(out[k], fromExt(&rs[i]))
+			}
 		}
 		return out, err
 	}
-	rows, err := ownedRows(ctx, c, k, nbdb.NAT{ExternalIDs: ids}, func(r *nbdb.NAT) map[string]string { return r.ExternalIDs })
-	for i := range rows {
-		out = append(out, fromBase(&rows[i]))
+	rows, err := ownedByKey(ctx, c, nbdb.NATTable, keys, func(name string) *nbdb.NAT { return &nbdb.NAT{ExternalIDs: nameIDs(name)} },
+		func(r *nbdb.NAT) map[string]string { return r.ExternalIDs }, func(r *nbdb.NAT) string { return r.UUID })
+	for k, rs := range rows {
+		for i := range rs {
+			out[k] = append(out[k], fromBase(&rs[i]))
+		}
 	}
 	return out, err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/ovn-kubernetes/libovsdb/client"
 
@@ -155,20 +156,66 @@ func keyName(k translate.Key) string {
 	return k.Node()
 }
 
-// ownedRows lists the rows of one table owned by ovn-egress under key k.
-func ownedRows[T any](ctx context.Context, c client.Client, k translate.Key, probe T, ids func(*T) map[string]string) ([]T, error) {
-	var rows []T
-	if err := c.Where(&probe).List(ctx, &rows); err != nil && err != client.ErrNotFound {
-		return nil, err
-	}
-	out := rows[:0]
-	for i := range rows {
-		if got, ok := translate.KeyOf(ids(&rows[i])); ok && got == k {
-			out = append(out, rows[i])
+// inPlaceKeys is the number of keys from which ownedByKey reads a whole
+// table in place rather than each key's rows through the name index.
+const inPlaceKeys = 8
+
+// ownedByKey returns the rows of table that ovn-egress owns under keys, by
+// key, in UUID order, READ ONLY (shallow copies: their slices and maps are
+// the cache's). Many keys — a drain's sync diffs some fifty hosts' sets of
+// hundreds of addresses — are read in place from the cache, like
+// cachedRows, where a List per key would copy every row; a few keys are
+// listed through the name index, sparing the walk of a table that
+// ovn-kubernetes fills with thousands of rows.
+func ownedByKey[T any](ctx context.Context, c client.Client, table string, keys map[translate.Key]bool,
+	probe func(name string) *T, ids func(*T) map[string]string, uuid func(*T) string) (map[translate.Key][]T, error) {
+	out := make(map[translate.Key][]T, len(keys))
+	if len(keys) < inPlaceKeys {
+		for k := range keys {
+			var rows []T
+			if err := c.Where(probe(keyName(k))).List(ctx, &rows); err != nil && err != client.ErrNotFound {
+				return nil, fmt.Errorf("list %s rows of %s: %w", table, k, err)
+			}
+			for i := range rows {
+				if got, ok := translate.KeyOf(ids(&rows[i])); ok && got == k {
+					out[k] = append(out[k], rows[i])
+				}
+			}
+		}
+	} else {
+		for _, m := range cachedRows(c, table) {
+			if r, ok := m.(*T); ok {
+				if k, ok := translate.KeyOf(ids(r)); ok && keys[k] {
+					out[k] = append(out[k], *r)
+				}
+			}
 		}
 	}
-	return out, nil
+	for _, rows := range out {
+		slices.SortFunc(rows, func(a, b T) int { return strings.Compare(uuid(&a), uuid(&b)) })
+	}
+	return out, ctx.Err()
 }
+
+func nameIDs(name string) map[string]string { return map[string]string{translate.KeyName: name} }
+
+func addressSetProbe(name string) *nbdb.AddressSet {
+	return &nbdb.AddressSet{ExternalIDs: nameIDs(name)}
+}
+func addressSetIDs(r *nbdb.AddressSet) map[string]string { return r.ExternalIDs }
+func addressSetUUID(r *nbdb.AddressSet) string           { return r.UUID }
+
+func policyProbe(name string) *nbdb.LogicalRouterPolicy {
+	return &nbdb.LogicalRouterPolicy{ExternalIDs: nameIDs(name)}
+}
+func policyIDs(r *nbdb.LogicalRouterPolicy) map[string]string { return r.ExternalIDs }
+func policyUUID(r *nbdb.LogicalRouterPolicy) string           { return r.UUID }
+
+func routeProbe(name string) *nbdb.LogicalRouterStaticRoute {
+	return &nbdb.LogicalRouterStaticRoute{ExternalIDs: nameIDs(name)}
+}
+func routeIDs(r *nbdb.LogicalRouterStaticRoute) map[string]string { return r.ExternalIDs }
+func routeUUID(r *nbdb.LogicalRouterStaticRoute) string           { return r.UUID }
 
 // BuildPlan diffs the desired rows of keys against the owned rows in the
 // client cache. Keys absent from desired are planned to be emptied.
@@ -179,7 +226,19 @@ func BuildPlan(ctx context.Context, c client.Client, keys []translate.Key, desir
 	for _, k := range keys {
 		asked[k] = true
 	}
-	sets, err := ownedAddressSets(ctx, c, asked)
+	sets, err := ownedByKey(ctx, c, nbdb.AddressSetTable, asked, addressSetProbe, addressSetIDs, addressSetUUID)
+	if err != nil {
+		return nil, err
+	}
+	pols, err := ownedByKey(ctx, c, nbdb.LogicalRouterPolicyTable, asked, policyProbe, policyIDs, policyUUID)
+	if err != nil {
+		return nil, err
+	}
+	nats, err := ownedNATs(ctx, c, asked)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := ownedByKey(ctx, c, nbdb.LogicalRouterStaticRouteTable, asked, routeProbe, routeIDs, routeUUID)
 	if err != nil {
 		return nil, err
 	}
@@ -188,23 +247,10 @@ func BuildPlan(ctx context.Context, c client.Client, keys []translate.Key, desir
 		if want == nil {
 			want = &translate.Rows{}
 		}
-		name := keyName(k)
-		pols, err := ownedRows(ctx, c, k, nbdb.LogicalRouterPolicy{ExternalIDs: map[string]string{translate.KeyName: name}}, func(r *nbdb.LogicalRouterPolicy) map[string]string { return r.ExternalIDs })
-		if err != nil {
-			return nil, fmt.Errorf("list policies of %s: %w", k, err)
-		}
-		nats, err := ownedNATs(ctx, c, k, name)
-		if err != nil {
-			return nil, fmt.Errorf("list NAT rows of %s: %w", k, err)
-		}
-		routes, err := ownedRows(ctx, c, k, nbdb.LogicalRouterStaticRoute{ExternalIDs: map[string]string{translate.KeyName: name}}, func(r *nbdb.LogicalRouterStaticRoute) map[string]string { return r.ExternalIDs })
-		if err != nil {
-			return nil, fmt.Errorf("list static routes of %s: %w", k, err)
-		}
 		p.diffAddressSets(want.AddressSets, sets[k])
-		p.diffPolicies(want.Policies, pols, refs)
-		p.diffNATs(want.NATs, nats, refs)
-		p.diffRoutes(want.Routes, routes, refs, desired.ReleaseClusterRoutes)
+		p.diffPolicies(want.Policies, pols[k], refs)
+		p.diffNATs(want.NATs, nats[k], refs)
+		p.diffRoutes(want.Routes, routes[k], refs, desired.ReleaseClusterRoutes)
 	}
 	if refs.err != nil {
 		return nil, refs.err
@@ -243,11 +289,11 @@ func match[W, H any](want []W, have []H, wantIDs func(*W) map[string]string, hav
 	}
 }
 
-// diffAddressSets diffs against sets read in place from the cache (READ ONLY).
-func (p *Plan) diffAddressSets(want []translate.AddressSet, have []*nbdb.AddressSet) {
+// diffAddressSets diffs against rows read from the cache (READ ONLY).
+func (p *Plan) diffAddressSets(want []translate.AddressSet, have []nbdb.AddressSet) {
 	match(want, have, func(w *translate.AddressSet) map[string]string { return w.ExternalIDs },
-		func(h **nbdb.AddressSet) map[string]string { return (*h).ExternalIDs },
-		func(w translate.AddressSet, cur *nbdb.AddressSet) {
+		func(h *nbdb.AddressSet) map[string]string { return h.ExternalIDs },
+		func(w translate.AddressSet, cur nbdb.AddressSet) {
 			u := asUpdate{uuid: cur.UUID, id: w.ExternalIDs[translate.KeyID]}
 			had := make(map[string]bool, len(cur.Addresses))
 			for _, a := range cur.Addresses {
@@ -268,7 +314,7 @@ func (p *Plan) diffAddressSets(want []translate.AddressSet, have []*nbdb.Address
 			}
 		},
 		func(w translate.AddressSet) { p.asCreate = append(p.asCreate, w) },
-		func(_ string, h *nbdb.AddressSet) { p.asDelete = append(p.asDelete, *h) })
+		func(_ string, h nbdb.AddressSet) { p.asDelete = append(p.asDelete, h) })
 }
 
 func (p *Plan) diffPolicies(want []translate.Policy, have []nbdb.LogicalRouterPolicy, refs *routerRefs) {

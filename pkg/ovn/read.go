@@ -94,7 +94,7 @@ func CurrentMembers(ctx context.Context, c client.Client, keys []translate.Key, 
 	if len(nodes) == 0 {
 		return nil
 	}
-	sets, err := ownedAddressSets(ctx, c, nodes)
+	sets, err := ownedByKey(ctx, c, nbdb.AddressSetTable, nodes, addressSetProbe, addressSetIDs, addressSetUUID)
 	if err != nil {
 		return err
 	}
@@ -104,46 +104,6 @@ func CurrentMembers(ctx context.Context, c client.Client, keys []translate.Key, 
 		}
 	}
 	return nil
-}
-
-// inPlaceKeys is the number of keys from which ownedAddressSets reads the
-// whole table in place rather than each key's sets through the index.
-const inPlaceKeys = 8
-
-// ownedAddressSets returns the owned address sets of keys, by key, in UUID
-// order, READ ONLY. Many keys (a drain's sync reads some fifty sets of
-// hundreds of addresses) are read in place from the cache, like cachedRows,
-// where a List would copy every address; a few keys are listed through the
-// name index, sparing the walk of a table that ovn-kubernetes fills with
-// thousands of sets.
-func ownedAddressSets(ctx context.Context, c client.Client, keys map[translate.Key]bool) (map[translate.Key][]*nbdb.AddressSet, error) {
-	out := make(map[translate.Key][]*nbdb.AddressSet, len(keys))
-	if len(keys) < inPlaceKeys {
-		for k := range keys {
-			var sets []nbdb.AddressSet
-			err := c.Where(&nbdb.AddressSet{ExternalIDs: map[string]string{translate.KeyName: keyName(k)}}).List(ctx, &sets)
-			if err != nil && err != client.ErrNotFound {
-				return nil, fmt.Errorf("list address sets of %s: %w", k, err)
-			}
-			for i := range sets {
-				if got, ok := translate.KeyOf(sets[i].ExternalIDs); ok && got == k {
-					out[k] = append(out[k], &sets[i])
-				}
-			}
-		}
-	} else {
-		for _, m := range cachedRows(c, nbdb.AddressSetTable) {
-			if s, ok := m.(*nbdb.AddressSet); ok {
-				if k, ok := translate.KeyOf(s.ExternalIDs); ok && keys[k] {
-					out[k] = append(out[k], s)
-				}
-			}
-		}
-	}
-	for _, ss := range out {
-		slices.SortFunc(ss, func(a, b *nbdb.AddressSet) int { return strings.Compare(a.UUID, b.UUID) })
-	}
-	return out, ctx.Err()
 }
 
 // ForeignClusterRoutes returns the cluster subnets that already have a
