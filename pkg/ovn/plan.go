@@ -33,6 +33,8 @@ type Plan struct {
 	// rtRelease are owned cluster routes handed over to ovn-kubernetes:
 	// their external_ids are emptied instead of the row being deleted.
 	rtRelease []attached
+
+	had map[string]struct{} // diffAddressSets' scratch
 }
 
 type rtUpdate struct {
@@ -295,12 +297,16 @@ func (p *Plan) diffAddressSets(want []translate.AddressSet, have []nbdb.AddressS
 		func(h *nbdb.AddressSet) map[string]string { return h.ExternalIDs },
 		func(w translate.AddressSet, cur nbdb.AddressSet) {
 			u := asUpdate{uuid: cur.UUID, id: w.ExternalIDs[translate.KeyID]}
-			had := make(map[string]bool, len(cur.Addresses))
+			if p.had == nil {
+				p.had = make(map[string]struct{}, len(cur.Addresses))
+			}
+			had := p.had // one map for every set: a drain diffs ~50 sets of hundreds
+			clear(had)
 			for _, a := range cur.Addresses {
-				had[a] = true
+				had[a] = struct{}{}
 			}
 			for _, a := range w.Addresses {
-				if !had[a] {
+				if _, ok := had[a]; !ok {
 					u.add = append(u.add, a)
 				}
 				delete(had, a)

@@ -90,6 +90,11 @@ func (m *Memo) Forget(key string) {
 	if m != nil {
 		if e := m.services[m.byKey[key]]; e != nil {
 			e.gone = true
+			for _, c := range e.s.parts {
+				if set := m.sets[c.set]; set != nil {
+					set.loose = append(set.loose, c)
+				}
+			}
 		}
 		delete(m.services, m.byKey[key])
 		delete(m.byKey, key)

@@ -13,9 +13,9 @@ import (
 
 // unlisted carries the last rendering of every set of the Input.Unlisted
 // hosts into t: each keeps its contributions but for the old results of the
-// services given now (svcs), which were placed anew. The cost is one pointer
-// check per kept contribution: no map is built, nothing is hashed but the
-// delta. It returns false when the Memo cannot vouch for them: a host not
+// services given now (svcs), which were placed anew. The cost is that of
+// the delta: only a set's loose contributions (memoSet.loose) are looked at,
+// the others are the current results of their services. It returns false when the Memo cannot vouch for them: a host not
 // translated since it began, a contribution that is no one's current result
 // and whose service is not given (a service not memoized — a shared
 // endpoint, a report behind, Network mode — or one that changed unseen), a
@@ -41,10 +41,12 @@ func (m *Memo) unlisted(t *translator, svcs []*service) bool {
 		} else if acc.nexthop != e.nexthop {
 			return false
 		}
-		for c := range e.parts {
-			if c.owner != nil && !c.owner.gone {
-				continue // stays (or is given again, from the Memo: the same contribution)
+		seen := map[*contribution]bool{}
+		for _, c := range e.loose {
+			if _, in := e.parts[c]; !in || seen[c] || (c.owner != nil && !c.owner.gone) {
+				continue // gone already, met twice, or still its service's result: stays
 			}
+			seen[c] = true
 			if given == nil {
 				given = make(map[string]bool, len(svcs))
 				for _, s := range svcs {
@@ -105,6 +107,21 @@ type memoSet struct {
 	nexthop  netip.Addr
 	parts    map[*contribution]struct{}
 	rendered *renderedSet
+	// loose holds every part that is no one's current result (its service
+	// not memoized, or its result replaced or forgotten since: Memo.Forget
+	// adds it), and maybe parts gone or current again: unlisted checks.
+	loose []*contribution
+}
+
+// looseOf returns the parts that are no one's current result.
+func looseOf(parts []*contribution) []*contribution {
+	var out []*contribution
+	for _, c := range parts {
+		if c.owner == nil || c.owner.gone {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // set returns the rendered rows of one accumulated set.
@@ -145,7 +162,7 @@ func (m *Memo) set(t *translator, k setKey, acc *setAcc) *renderedSet {
 	} else {
 		rs = t.render(k, acc)
 	}
-	m.sets[k] = &memoSet{nexthop: acc.nexthop, parts: parts, rendered: rs}
+	m.sets[k] = &memoSet{nexthop: acc.nexthop, parts: parts, rendered: rs, loose: looseOf(acc.parts)}
 	return rs
 }
 
@@ -160,6 +177,8 @@ func (m *Memo) carriedSet(t *translator, k setKey, acc *setAcc) *renderedSet {
 			added = append(added, c)
 		}
 	}
+	// What was loose is removed now, or its service's current result again.
+	e.loose = looseOf(added)
 	if len(added) == 0 && len(acc.removed) == 0 {
 		m.stats.SetsReused++
 		return e.rendered
