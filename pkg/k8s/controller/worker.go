@@ -61,6 +61,12 @@ type Worker[K comparable] struct {
 	log   *logrus.Entry
 	queue workqueue.TypedRateLimitingInterface[K]
 
+	// adding is held by Add while it queues its keys and by next while it
+	// takes a batch: keys added together are taken together (a drained
+	// host's hundreds of EgressServices make one batch, not a first key
+	// alone and the rest after it).
+	adding sync.Mutex
+
 	busy    atomic.Int64 // keys being synced
 	started atomic.Int64 // unix nanoseconds the running sync started, 0 when none
 
@@ -89,11 +95,14 @@ func New[K comparable](cfg Config[K], sync SyncFunc[K], log *logrus.Entry) *Work
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[K]{Name: cfg.Name})}
 }
 
-// Add marks keys dirty.
+// Add marks keys dirty; keys added in one call are taken in one batch
+// (up to MaxBatch).
 func (w *Worker[K]) Add(keys ...K) {
+	w.adding.Lock()
 	for _, k := range keys {
 		w.queue.Add(k)
 	}
+	w.adding.Unlock()
 	w.cfg.Metrics.added(w.cfg.Name, len(keys), w.queue.Len())
 }
 
@@ -173,6 +182,7 @@ func (w *Worker[K]) next(ctx context.Context) bool {
 	if d, open := w.cfg.Gate.Wait(ctx, w.cfg.GateBound); !open && ctx.Err() == nil {
 		w.log.WithField("waited", d.Round(time.Millisecond)).Debug("gate still closed after its bound; syncing anyway")
 	}
+	w.adding.Lock()
 	for w.queue.Len() > 0 && len(keys) < w.cfg.MaxBatch {
 		k, shutdown := w.queue.Get()
 		if shutdown {
@@ -181,6 +191,7 @@ func (w *Worker[K]) next(ctx context.Context) bool {
 		w.busy.Add(1)
 		keys = append(keys, k)
 	}
+	w.adding.Unlock()
 	w.cfg.Metrics.depth(w.cfg.Name, w.queue.Len())
 	errs := w.run(ctx, keys)
 	for _, k := range keys {

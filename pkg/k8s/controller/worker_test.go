@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"sync"
@@ -113,6 +114,30 @@ func TestWorkerBatchesAndRetriesKeyByKey(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestWorkerTakesKeysAddedTogether: the keys of one Add are one batch
+// even without a window, however soon the worker wakes on the first (a
+// drained host's EgressServices are decided and written at once).
+func TestWorkerTakesKeysAddedTogether(t *testing.T) {
+	for range 20 {
+		r := &recorder{}
+		w := controller.New(controller.Config[string]{Name: "t", MaxBatch: 10000}, r.sync, quiet())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { w.Run(ctx); close(done) }()
+		keys := make([]string, 2000)
+		for i := range keys {
+			keys[i] = fmt.Sprint("k", i)
+		}
+		w.Add(keys...)
+		waitFor(t, "synced", w.Idle)
+		cancel()
+		<-done
+		if calls := r.snapshot(); len(calls) != 1 || len(calls[0]) != len(keys) {
+			t.Fatalf("%d syncs (the first of %d keys); want the %d keys of one Add in one sync", len(calls), len(calls[0]), len(keys))
+		}
+	}
 }
 
 // TestWorkerKeyErrors: a SyncFunc naming its failed keys gets exactly those

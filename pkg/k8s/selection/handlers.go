@@ -131,11 +131,13 @@ func serviceOf(o any) string {
 // ("" for the unassigned ones).
 func (c *Controller) enqueueHostedOn(host string) {
 	objs, _ := c.esIndexer.ByIndex(controller.IndexByHost, host)
+	keys := make([]key, 0, len(objs))
 	for _, o := range objs {
 		if e, ok := o.(*egressv1.EgressService); ok {
-			c.work.Add(key{name: translate.EgressServiceKey(e)})
+			keys = append(keys, key{name: translate.EgressServiceKey(e)})
 		}
 	}
+	c.work.Add(keys...) // one batch: the host's drain is decided and written at once
 }
 
 // enqueueNode ignores what host selection does not read (annotations,
