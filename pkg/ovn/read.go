@@ -82,12 +82,12 @@ func gatewaySNAT(ctx context.Context, c client.Client, gr string, clusterSubnets
 
 // CurrentMembers adds the addresses of the node keys' owned address sets,
 // as the NB cache has them, to into (by address-set name): what the
-// readiness handshake keeps while an agent catches up.
-// The addresses are the cache's own: READ ONLY.
+// readiness handshake keeps while an agent catches up. The addresses are
+// the cache's own: READ ONLY.
 func CurrentMembers(ctx context.Context, c client.Client, keys []translate.Key, into map[string][]string) error {
 	nodes := map[translate.Key]bool{}
 	for _, k := range keys {
-		if node := k.Node(); node != "" && k != translate.ClusterKey && k != translate.UnassignedKey {
+		if k.IsNode() {
 			nodes[k] = true
 		}
 	}

@@ -14,13 +14,14 @@ import (
 // unlisted carries the last rendering of every set of the Input.Unlisted
 // hosts into t: each keeps its contributions but for the old results of the
 // services given now (svcs), which were placed anew. The cost is that of
-// the delta: only a set's loose contributions (memoSet.loose) are looked at,
-// the others are the current results of their services. It returns false when the Memo cannot vouch for them: a host not
-// translated since it began, a contribution that is no one's current result
-// and whose service is not given (a service not memoized — a shared
-// endpoint, a report behind, Network mode — or one that changed unseen), a
-// given service's set reached through another nexthop, the
-// unassigned-traffic drop (it reads every service) or no Memo (a zone).
+// the delta: only a set's loose contributions (memoSet.loose) are looked
+// at, the others are the current results of their services. It returns
+// false when the Memo cannot vouch for them: a host not translated since it
+// began, a contribution that is no one's current result and whose service
+// is not given (a service not memoized — a shared endpoint, a report
+// behind, Network mode — or one that changed unseen), a given service's set
+// reached through another nexthop, the unassigned-traffic drop (it reads
+// every service) or no Memo (a zone).
 func (m *Memo) unlisted(t *translator, svcs []*service) bool {
 	if m == nil || t.in.Config.UnassignedTraffic == UnassignedDrop {
 		return false
