@@ -117,17 +117,7 @@ func TestKeptServicesNeverChangeTheResult(t *testing.T) {
 // and patches both sets; a Kept service the Memo lost (a new configuration)
 // makes the result stale instead of leaving its addresses out.
 func TestADrainCostsTheMovedServices(t *testing.T) {
-	w := newWorld(2)
-	w.in.Config.AssumeAgentsReady = true
-	w.in.Endpoints = map[string][]Endpoint{}
-	for s := range 100 {
-		key := fmt.Sprintf("ns/svc%03d", s)
-		node := 1 + s%2
-		w.es(key, fmt.Sprintf("node%d", node))
-		w.svc(key, "172.18.1.1")
-		w.eps(key, fmt.Sprintf("10.244.%d.%d@node%d", node, 10+s, node))
-		w.in.Endpoints[key] = ServiceEndpoints(w.in.Services[key], w.in.EndpointSlices[key], w.in.Config.ClusterSubnets)
-	}
+	w := twoHosts(100)
 	memo := NewMemo()
 	w.in.Memo = memo
 	Translate(w.in)
@@ -152,4 +142,22 @@ func TestADrainCostsTheMovedServices(t *testing.T) {
 	if !Translate(in).Stale {
 		t.Fatal("kept services the Memo no longer holds: not stale")
 	}
+}
+
+// twoHosts is n services of one endpoint each, hosted alternately on node1
+// and node2, agents taken as ready, endpoints given as the controller gives
+// them.
+func twoHosts(n int) *world {
+	w := newWorld(2)
+	w.in.Config.AssumeAgentsReady = true
+	w.in.Endpoints = map[string][]Endpoint{}
+	for s := range n {
+		key := fmt.Sprintf("ns/svc%03d", s)
+		node := 1 + s%2
+		w.es(key, fmt.Sprintf("node%d", node))
+		w.svc(key, "172.18.1.1")
+		w.eps(key, fmt.Sprintf("10.244.%d.%d@node%d", node, 10+s, node))
+		w.in.Endpoints[key] = ServiceEndpoints(w.in.Services[key], w.in.EndpointSlices[key], w.in.Config.ClusterSubnets)
+	}
+	return w
 }

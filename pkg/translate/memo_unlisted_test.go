@@ -219,17 +219,7 @@ func TestUnlistedHostsNeverChangeTheResult(t *testing.T) {
 // translation's. A host the Memo has not translated, and a kept
 // contribution of a service the Memo no longer holds, make it Stale.
 func TestADrainListsOnlyTheMovedServices(t *testing.T) {
-	w := newWorld(2)
-	w.in.Config.AssumeAgentsReady = true
-	w.in.Endpoints = map[string][]Endpoint{}
-	for s := range 100 {
-		key := fmt.Sprintf("ns/svc%03d", s)
-		node := 1 + s%2
-		w.es(key, fmt.Sprintf("node%d", node))
-		w.svc(key, "172.18.1.1")
-		w.eps(key, fmt.Sprintf("10.244.%d.%d@node%d", node, 10+s, node))
-		w.in.Endpoints[key] = ServiceEndpoints(w.in.Services[key], w.in.EndpointSlices[key], w.in.Config.ClusterSubnets)
-	}
+	w := twoHosts(100)
 	memo := NewMemo()
 	w.in.Memo = memo
 	in := w.in

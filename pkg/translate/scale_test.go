@@ -3,6 +3,8 @@ package translate
 import (
 	"fmt"
 	"testing"
+
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 )
 
 // BenchmarkTranslateScale translates 10,000 services × 4 endpoints on 50
@@ -32,16 +34,7 @@ func BenchmarkTranslateDrainMemo(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
-		victim := fmt.Sprintf("node%d", 1+i%50)
-		n := 0
-		for j, es := range w.in.EgressServices {
-			if es.Status.Host == victim {
-				c := es.DeepCopy()
-				c.Status.Host = fmt.Sprintf("node%d", 1+(i+1+n%49)%50)
-				w.in.EgressServices[j] = c
-				n++
-			}
-		}
+		w.drain(i)
 		b.StartTimer()
 		if d := Translate(w.in); len(d.Rows) < 49 {
 			b.Fatal(len(d.Rows))
@@ -68,18 +61,7 @@ func BenchmarkTranslateDrainUnlisted(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
-		victim := fmt.Sprintf("node%d", 1+i%50)
-		in.EgressServices = nil
-		n := 0
-		for j, es := range w.in.EgressServices {
-			if es.Status.Host == victim {
-				c := es.DeepCopy()
-				c.Status.Host = fmt.Sprintf("node%d", 1+(i+1+n%49)%50)
-				w.in.EgressServices[j] = c
-				in.EgressServices = append(in.EgressServices, c)
-				n++
-			}
-		}
+		in.EgressServices = w.drain(i)
 		b.StartTimer()
 		if d := Translate(in); len(d.Rows) < 49 || d.Stale {
 			b.Fatal(len(d.Rows), d.Stale)
@@ -88,6 +70,22 @@ func BenchmarkTranslateDrainUnlisted(b *testing.B) {
 	st := w.in.Memo.Stats()
 	b.ReportMetric(float64(st.Services), "services-listed")
 	b.ReportMetric(float64(st.Unlisted), "contributions-kept")
+}
+
+// drain moves the services of scaleWorld's host 1+i%50 to the other 49,
+// as new objects, and returns them.
+func (w *world) drain(i int) []*egressv1.EgressService {
+	victim := fmt.Sprintf("node%d", 1+i%50)
+	var moved []*egressv1.EgressService
+	for j, es := range w.in.EgressServices {
+		if es.Status.Host == victim {
+			c := es.DeepCopy()
+			c.Status.Host = fmt.Sprintf("node%d", 1+(i+1+len(moved)%49)%50)
+			w.in.EgressServices[j] = c
+			moved = append(moved, c)
+		}
+	}
+	return moved
 }
 
 // scaleWorld is 10,000 services × 4 endpoints hosted on 50 nodes, agents
