@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/zone"
 	"github.com/ovn-egress/ovn-egress/pkg/node"
@@ -34,7 +35,8 @@ func nodeCommand() *cli.Command {
 	}
 	flags = append(flags, kubeFlags()...)
 	flags = append(flags,
-		&cli.StringFlag{Name: "zone", Usage: "interconnect: also translate the EgressServices into this zone's own NB (--nb-address, the node's local NB); the node's zone is its k8s.ovn.org/zone-name, else its name", Category: catOVN})
+		&cli.StringFlag{Name: "zone", Usage: "interconnect: also translate the EgressServices into this zone's own NB (--nb-address, the node's local NB); the node's zone is its k8s.ovn.org/zone-name, else its name", Category: catOVN},
+		&cli.BoolFlag{Name: "zone-egressip", Usage: "interconnect (--zone): also write the zone's EgressIP rows (reroutes of its selected pods, SNATs of its egress nodes), as the master's egressip controller assigns them; needs the EgressIP CRD and read access to egressips, pods and namespaces (the chart's egressIP.enabled)", Category: catOVN})
 	flags = append(flags, nbFlags()...)
 	flags = append(flags, translateFlags("cluster-subnets")...)
 	flags = append(flags, observeFlags()...)
@@ -83,7 +85,13 @@ func nodeCommand() *cli.Command {
 			defer cancel()
 			done := make(chan error, 2)
 			go func() { done <- node.RunAgent(ctx, cfg, kube, egress, log) }()
-			go func() { done <- zone.Run(ctx, zcfg, kube, egress, log.WithField("zone", zcfg.Sync.Zone)) }()
+			clients := zone.Clients{Kube: kube, Egress: egress}
+			if zcfg.EgressIP {
+				if clients.EgressIP, err = eipclient.NewForConfig(rc); err != nil {
+					return fmt.Errorf("EgressIP client: %w", err)
+				}
+			}
+			go func() { done <- zone.Run(ctx, zcfg, clients, log.WithField("zone", zcfg.Sync.Zone)) }()
 			first := <-done
 			cancel()
 			return errors.Join(first, <-done)
@@ -93,7 +101,7 @@ func nodeCommand() *cli.Command {
 
 // zoneConfig reads the flags of a node agent's zone translation.
 func zoneConfig(c *cli.Context) (zone.Config, error) {
-	cfg := zone.Config{Node: c.String("node-name"), ReportNamespace: c.String("report-namespace")}
+	cfg := zone.Config{Node: c.String("node-name"), ReportNamespace: c.String("report-namespace"), EgressIP: c.Bool("zone-egressip")}
 	var err error
 	if cfg.NB, err = nbConfig(c); err != nil {
 		return cfg, err

@@ -1,8 +1,11 @@
 package translate
 
 import (
+	"net/netip"
+
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
 )
 
@@ -26,6 +29,52 @@ func EgressIPRowsFrom(cfg Config, eips []*egressipv1.EgressIP, namespaces []*cor
 		in.Objects = append(in.Objects, EgressIPObject{EgressIP: e, Pods: sel})
 	}
 	return in, problems
+}
+
+// InZone makes in the input of one interconnect zone's rows: the
+// addresses of pods (all the cluster's, or at least every selected one)
+// running on the zone's nodes become LocalPods; a pod's node is looked up in
+// in.Nodes.
+func (in *EgressIPRowsInput) InZone(zone string, pods []*corev1.Pod) {
+	in.Zone = zone
+	in.LocalPods = ZonePodAddresses(pods, func(node string) string {
+		if n := in.Nodes[node]; n != nil {
+			return n.ZoneName()
+		}
+		return ""
+	}, zone)
+}
+
+// ZonePodAddresses returns the addresses of the pods whose node's zone
+// (zoneOf) is zone.
+func ZonePodAddresses(pods []*corev1.Pod, zoneOf func(node string) string, zone string) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	zones := map[string]bool{}
+	for _, p := range pods {
+		in, seen := zones[p.Spec.NodeName]
+		if !seen {
+			in = p.Spec.NodeName != "" && zoneOf(p.Spec.NodeName) == zone
+			zones[p.Spec.NodeName] = in
+		}
+		if !in {
+			continue
+		}
+		for _, pip := range p.Status.PodIPs {
+			if a, err := netip.ParseAddr(pip.IP); err == nil {
+				out[ipfamily.Canonical(a)] = true
+			}
+		}
+	}
+	return out
+}
+
+// NodeZone is a Node's interconnect zone: k8s.ovn.org/zone-name, or the
+// node's own name (NodeInfo.ZoneName without parsing the rest).
+func NodeZone(n *corev1.Node) string {
+	if z := n.Annotations[AnnotZoneName]; z != "" {
+		return z
+	}
+	return n.Name
 }
 
 // Merge adds o's rows and problems to d; a key in both is o's (the callers

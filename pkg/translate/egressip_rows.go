@@ -65,6 +65,16 @@ func (k Key) EgressIP() (string, bool) { return strings.CutPrefix(string(k), egr
 // EgressIPRowsInput is what the rows of EgressIPs are computed from.
 type EgressIPRowsInput struct {
 	Config Config
+	// Zone, when set, computes the rows of that interconnect zone only (its
+	// own NB, as Input.Zone): the reroutes of the pods running in it
+	// (LocalPods), to the gateway router of an assigned node in the zone and
+	// to the transit-switch address of one elsewhere, and the SNATs of the
+	// assigned nodes in the zone, for every selected pod (the others' packets
+	// arrive over the transit switch). Empty: one central NB.
+	Zone string
+	// LocalPods are, with a Zone, the addresses of the pods running on the
+	// zone's nodes (ZonePodAddresses).
+	LocalPods map[netip.Addr]bool
 	// Objects are the EgressIPs with their selected pods; status.items are
 	// the assignment.
 	Objects []EgressIPObject
@@ -100,17 +110,19 @@ func TranslateEgressIPs(in EgressIPRowsInput) *Desired {
 			}
 			ids := ownerIDs(OwnerEgressIP, name, f)
 			set := AddressSetName(ids[KeyID])
-			r.AddressSets = append(r.AddressSets, AddressSet{Name: set, Addresses: formatAddrs(pods), ExternalIDs: ids})
-			src := fmt.Sprintf("%s.src == $%s", f.OVNMatch(), set)
-			r.Policies = append(r.Policies,
-				Policy{Router: ClusterRouter, Priority: EgressIPReroutePriority, Match: src, Action: ActionReroute,
-					Nexthops: hops, ExternalIDs: ownerIDs(OwnerEgressIP, name, f, ActionReroute)},
-				Policy{Router: ClusterRouter, Priority: in.Config.AllowPriority, Match: src + " && " + allowDestinations(in.Config, f),
-					Action: ActionAllow, ExternalIDs: ownerIDs(OwnerEgressIP, name, f, ActionAllow)},
-				Policy{Router: ClusterRouter, Priority: in.Config.AllowPriority,
-					Match:  fmt.Sprintf("%s && %s.dst == $%s", src, f.OVNMatch(), NodeIPsSetName(f)),
-					Action: ActionAllow, Options: map[string]string{"pkt_mark": PodToNodeMark},
-					ExternalIDs: ownerIDs(OwnerEgressIP, name, f, ActionAllowNode)})
+			if local := in.local(pods); len(local) > 0 {
+				r.AddressSets = append(r.AddressSets, AddressSet{Name: set, Addresses: formatAddrs(local), ExternalIDs: ids})
+				r.Policies = append(r.Policies, egressIPPolicies(in.Config, name, f, set, hops)...)
+			} else {
+				set = ""
+			}
+			if len(nats) > 0 && in.Zone != "" && in.Config.NATMatch {
+				// Pods of other zones arrive over the transit switch: the SNAT
+				// matches a set of every selected pod, the reroute only the local ones.
+				nids := ownerIDs(OwnerEgressIPNAT, name, f)
+				set = AddressSetName(nids[KeyID])
+				r.AddressSets = append(r.AddressSets, AddressSet{Name: set, Addresses: formatAddrs(pods), ExternalIDs: nids})
+			}
 			for _, n := range nats {
 				r.NATs = append(r.NATs, egressIPNATs(in, name, f, set, pods, n)...)
 			}
@@ -149,10 +161,11 @@ type egressNAT struct {
 	ip   netip.Addr
 }
 
-// egressNodes returns the reroute next hops of an object in family f (the
-// assigned nodes' GR join addresses, sorted) and the (node, IP) pairs whose
-// gateway routers SNAT. A node without a join address of the family is a
-// problem and takes no traffic.
+// egressNodes returns the reroute next hops of an object in family f and
+// the (node, IP) pairs whose gateway routers SNAT in this zone. A next hop is
+// an assigned node's GR join address — or, in another interconnect zone, its
+// transit-switch address — sorted. A node without the address is a problem
+// and takes no traffic.
 func egressNodes(in EgressIPRowsInput, eip *egressipv1.EgressIP, f ipfamily.Family, problems *Problems) ([]string, []egressNAT) {
 	var hops []string
 	var nats []egressNAT
@@ -162,22 +175,66 @@ func egressNodes(in EgressIPRowsInput, eip *egressipv1.EgressIP, f ipfamily.Fami
 			continue
 		}
 		n := in.Nodes[it.Node]
-		join, ok := netip.Addr{}, false
-		if n != nil {
-			join, ok = n.JoinIPs[f]
+		local := n != nil && (in.Zone == "" || n.ZoneName() == in.Zone)
+		hop, ok := netip.Addr{}, false
+		switch {
+		case n == nil:
+		case local:
+			hop, ok = n.JoinIPs[f]
+		default:
+			hop, ok = n.TransitIPs[f]
 		}
 		if !ok {
+			if n != nil && !local {
+				problems.add(eip.Name, ReasonTransitAddressMissing, "%s is assigned to node %s in zone %s, which has no %s address in %s: zone %s does not reroute to it",
+					ip, it.Node, n.ZoneName(), f.Name(), AnnotTransitIfAddr, in.Zone)
+				continue
+			}
 			problems.add(eip.Name, ReasonEgressNodeUnusable, "%s is assigned to node %s, which has no %s gateway router join address (k8s.ovn.org/node-gateway-router-lrp-ifaddrs): it carries no traffic",
 				ip, it.Node, f.Name())
 			continue
 		}
-		hops = append(hops, join.String())
-		nats = append(nats, egressNAT{node: it.Node, ip: ip})
+		hops = append(hops, hop.String())
+		if local {
+			nats = append(nats, egressNAT{node: it.Node, ip: ip})
+		}
 	}
 	slices.Sort(hops)
 	hops = slices.Compact(hops)
 	slices.SortFunc(nats, func(a, b egressNAT) int { return strings.Compare(a.node, b.node) })
 	return hops, nats
+}
+
+// local returns the pods whose reroute this zone writes: every pod on a
+// central NB, those running in the zone (LocalPods) in interconnect.
+func (in EgressIPRowsInput) local(pods []netip.Addr) []netip.Addr {
+	if in.Zone == "" {
+		return pods
+	}
+	out := make([]netip.Addr, 0, len(pods))
+	for _, p := range pods {
+		if in.LocalPods[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// egressIPPolicies are an object's policies on ovn_cluster_router for the
+// pods of set: the reroute to hops, and the allow policies that keep the
+// pods' addresses towards the cluster, join, service and node addresses.
+func egressIPPolicies(cfg Config, name string, f ipfamily.Family, set string, hops []string) []Policy {
+	src := fmt.Sprintf("%s.src == $%s", f.OVNMatch(), set)
+	return []Policy{
+		{Router: ClusterRouter, Priority: EgressIPReroutePriority, Match: src, Action: ActionReroute,
+			Nexthops: hops, ExternalIDs: ownerIDs(OwnerEgressIP, name, f, ActionReroute)},
+		{Router: ClusterRouter, Priority: cfg.AllowPriority, Match: src + " && " + allowDestinations(cfg, f),
+			Action: ActionAllow, ExternalIDs: ownerIDs(OwnerEgressIP, name, f, ActionAllow)},
+		{Router: ClusterRouter, Priority: cfg.AllowPriority,
+			Match:  fmt.Sprintf("%s && %s.dst == $%s", src, f.OVNMatch(), NodeIPsSetName(f)),
+			Action: ActionAllow, Options: map[string]string{"pkt_mark": PodToNodeMark},
+			ExternalIDs: ownerIDs(OwnerEgressIP, name, f, ActionAllowNode)},
+	}
 }
 
 // egressIPNATs are the SNAT rows of one assigned (node, IP) on the node's

@@ -58,6 +58,8 @@ func (t *translator) addUnassigned(svcs []*service) {
 // and must be routed before the reroute policies see it (ovn_cluster_router
 // routes, then applies policies). A route someone else already has for the
 // subnet (ovn-kubernetes, with its egress features on) is left to them.
+// An egress node of this zone holding an EgressIP (Input.EgressNodes) gets
+// the route too: the selected pods of other zones reach its GR the same way.
 func (t *translator) addClusterRoutes(svcs []*service) {
 	if t.in.ClusterRouteShared {
 		t.d.ReleaseClusterRoutes = true
@@ -67,6 +69,11 @@ func (t *translator) addClusterRoutes(svcs []*service) {
 	for _, s := range svcs {
 		if (s.mode == modeHost || s.mode == modeGateway) && t.inZone(s.host.Name) {
 			hosts[s.host.Name] = true
+		}
+	}
+	for n := range t.in.EgressNodes {
+		if t.in.Nodes[n] != nil && t.inZone(n) {
+			hosts[n] = true
 		}
 	}
 	for host := range hosts {

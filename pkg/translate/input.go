@@ -190,6 +190,12 @@ type Input struct {
 	// route on ovn_cluster_router written by someone else (ovn-kubernetes'
 	// egress features): the zone translation does not add its own then.
 	ForeignClusterRoutes map[netip.Prefix]bool
+	// EgressNodes are the nodes holding an EgressIP's IP (its status.items).
+	// In interconnect the zone of such a node routes the cluster's pod
+	// traffic to its GR as it does for a host (the selected pods of other
+	// zones arrive over the transit switch); EgressIP rows are translated
+	// apart (TranslateEgressIPs), this route is the only row they share.
+	EgressNodes map[string]bool
 	// ClusterRouteShared: ovn-kubernetes' EgressIP is active in this zone
 	// (its allow policies exist). It then keeps the cluster src-ip route of
 	// every local node itself, and adopts an existing one as its own: ovn-egress

@@ -313,7 +313,7 @@ func (b *bench) startZone(ctx context.Context, l *loaded, name string) (*zoneSta
 	cfg := zone.Config{NB: ovn.ClientConfig{Addresses: []string{l.env.o.NBAddress()}}, Node: name, ReportNamespace: "ovn-egress",
 		Sync: nbsync.Config{Translate: l.cfg, Zone: name}}
 	log := b.log.WithField("zone", name)
-	t, err := zone.New(ctx, cfg, l.kube, l.egress, log)
+	t, err := zone.New(ctx, cfg, zone.Clients{Kube: l.kube, Egress: l.egress}, log)
 	if err != nil {
 		return nil, wrap("zone translator", err)
 	}

@@ -18,6 +18,8 @@ import (
 // none), and forgets deleted objects.
 type reporter struct {
 	recorder record.EventRecorder
+	// only, when set, are the reasons reported (a zone's own problems).
+	only     map[translate.Reason]bool
 	mu       sync.Mutex
 	reported map[string]string // EgressIP → the problems last reported
 }
@@ -36,6 +38,9 @@ func (r *reporter) report(eips []*egressipv1.EgressIP, problems translate.Proble
 	for _, e := range eips {
 		seen[e.Name] = true
 		mine := problems.For(e.Name)
+		if r.only != nil {
+			mine = slices.DeleteFunc(slices.Clone(mine), func(p translate.Problem) bool { return !r.only[p.Reason] })
+		}
 		lines := make([]string, 0, len(mine))
 		for _, p := range mine {
 			lines = append(lines, p.String())

@@ -41,12 +41,19 @@ type RowsConfig struct {
 	MaxOps int
 	// ResyncInterval converges everything periodically (0 disables).
 	ResyncInterval time.Duration
+	// Zone, when set, writes the rows of that interconnect zone into its own
+	// NB (a node agent's zone translation): the reroutes of the zone's pods
+	// and the SNATs of its egress nodes (translate.EgressIPRowsInput.Zone).
+	// Only the problems that are the zone's own become Events then (every
+	// zone sees the others).
+	Zone string
 	// Work, when set, records the worker's syncs; NB, its transactions.
 	Work *controller.Metrics
 	NB   *ovn.Metrics
 }
 
-// Rows writes the NB rows of every assigned EgressIP on the central NB:
+// Rows writes the NB rows of every assigned EgressIP on the central NB, or
+// on one interconnect zone's (RowsConfig.Zone):
 // its pods' address sets, the reroutes to its nodes and their SNATs
 // (translate.TranslateEgressIPs). It is level-driven on two kinds of key.
 // all (startup, resync, an EgressIP's selection, a namespace's labels, a
@@ -96,7 +103,11 @@ func NewRows(cfg RowsConfig, log *logrus.Entry, nb client.Client, kubeInf kubein
 		return nil, fmt.Errorf("negative resync interval")
 	}
 	eips, nss, pods, nodes := eipInf.K8s().V1().EgressIPs(), kubeInf.Core().V1().Namespaces(), kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Nodes()
-	r := &Rows{cfg: cfg, nb: nb, applier: ovn.NewApplier(nb, cfg.MaxOps).WithMetrics(cfg.NB), events: newReporter(recorder),
+	events := newReporter(recorder)
+	if cfg.Zone != "" {
+		events.only = map[translate.Reason]bool{translate.ReasonTransitAddressMissing: true, translate.ReasonEgressNodeUnusable: true}
+	}
+	r := &Rows{cfg: cfg, nb: nb, applier: ovn.NewApplier(nb, cfg.MaxOps).WithMetrics(cfg.NB), events: events,
 		eipLister: eips.Lister(), nsLister: nss.Lister(), podLister: pods.Lister(), nodeLister: nodes.Lister(),
 		sels: newSelectors()}
 	r.oneKey = newOneKey("egress IP rows", "egressip-rows", rowsBatch, log, cfg.Work, r.sync,
@@ -267,5 +278,8 @@ func (r *Rows) gather(ctx context.Context) (translate.EgressIPRowsInput, []*egre
 		return translate.EgressIPRowsInput{}, nil, nil, err
 	}
 	in, problems := translate.EgressIPRowsFrom(r.cfg.Translate, eips, nss, pods, nodes)
+	if r.cfg.Zone != "" {
+		in.InZone(r.cfg.Zone, pods)
+	}
 	return in, eips, problems, ctx.Err()
 }

@@ -170,6 +170,10 @@ func (r *Rows) syncSome(ctx context.Context, names []string) error {
 		}
 		in.Objects = append(in.Objects, translate.EgressIPObject{EgressIP: e, Pods: sel})
 	}
+	if r.cfg.Zone != "" {
+		in.Zone = r.cfg.Zone
+		in.LocalPods = translate.ZonePodAddresses(candidates, r.zoneOf, r.cfg.Zone)
+	}
 	if !r.cfg.Translate.NATMatch {
 		if in.Served, err = ovn.ServedAddresses(ctx, r.nb); err != nil {
 			return err
@@ -187,6 +191,15 @@ func (r *Rows) syncSome(ctx context.Context, names []string) error {
 		desired.Problems = append(desired.Problems, all.Problems.For(name)...)
 	}
 	return r.apply(ctx, keys, desired, mine, problems, names)
+}
+
+// zoneOf is the interconnect zone of a node ("" when it is not known).
+func (r *Rows) zoneOf(node string) string {
+	n, err := r.nodeLister.Get(node)
+	if err != nil {
+		return ""
+	}
+	return translate.NodeZone(n)
 }
 
 // selectable are the pods of e's namespaces that its pod selector matches

@@ -17,9 +17,9 @@ import (
 
 // ControllerEgressIP assigns the IPs of EgressIP objects to nodes, writes
 // status.items and, with one central NB and translation beside it, the
-// EgressIPs' NB rows. It runs only when Config.Controllers names it while
-// the node side (announcing a moved IP) and interconnect zones are not
-// built yet (docs/egressip.md).
+// EgressIPs' NB rows; in interconnect each node agent writes its zone's
+// (ovn-egress node --zone, --zone-egressip). It runs only when
+// Config.Controllers names it (docs/egressip.md).
 const ControllerEgressIP = "egressip"
 
 // buildEgressIP wires the EgressIP controller when it is asked for.
@@ -38,7 +38,11 @@ func (m *Master) buildEgressIP(cfg Config, c eipclient.Interface, nb client.Clie
 	var err error
 	m.eip, err = egressip.New(ecfg, log.WithField("controller", "egressip"), c, m.kubeInf, m.eipInf, recorder)
 	if err != nil || nb == nil || !cfg.runs(ControllerTranslation) {
-		if err == nil {
+		switch {
+		case err != nil:
+		case cfg.Mode == ModeIC:
+			log.Info("EgressIP: assigning IPs; each node agent writes its interconnect zone's rows (--zone-egressip)")
+		default:
 			log.Warn("EgressIP: assigning IPs only; no NB rows are written without one central NB and the translation controller")
 		}
 		return err

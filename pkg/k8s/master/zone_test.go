@@ -39,16 +39,7 @@ func TestInterconnectZones(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, len(zones))
-	for name, o := range zones {
-		tc := translate.DefaultConfig()
-		tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
-		cfg := zone.Config{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Node: name, ReportNamespace: testenv.ReportNamespace,
-			Sync: nbsync.Config{Translate: tc, Zone: name}}
-		go func() {
-			done <- zone.Run(ctx, cfg, kube.Client, kube.Egress, testLogger(t).WithField("zone", name))
-		}()
-	}
+	done := runZones(ctx, t, topo, zones, zone.Clients{Kube: kube.Client, Egress: kube.Egress})
 	set := translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4")
 	want := map[string]struct{ addrs, nexthop string }{
 		"node1": {`["10.244.1.5"]`, "100.88.0.3"},
@@ -121,6 +112,21 @@ func TestInterconnectZones(t *testing.T) {
 	}
 }
 
+// runZones runs one zone translation per zone, as each node agent runs it
+// (with EgressIP rows when clients has the EgressIP client), until ctx
+// ends; each one's error arrives on the channel returned.
+func runZones(ctx context.Context, t *testing.T, topo testenv.Topology, zones map[string]*testenv.OVN, clients zone.Clients) chan error {
+	done := make(chan error, len(zones))
+	for name, o := range zones {
+		tc := translate.DefaultConfig()
+		tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
+		cfg := zone.Config{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Node: name, ReportNamespace: testenv.ReportNamespace,
+			Sync: nbsync.Config{Translate: tc, Zone: name}, EgressIP: clients.EgressIP != nil}
+		go func() { done <- zone.Run(ctx, cfg, clients, testLogger(t).WithField("zone", name)) }()
+	}
+	return done
+}
+
 // TestClusterRouteHandedOverToEgressIP: in the host's zone ovn-egress adds
 // the cluster src-ip route to the GR. Once ovn-kubernetes' EgressIP is active
 // there (its allow policies, as it writes them) — and so relies on that
@@ -147,7 +153,7 @@ func TestClusterRouteHandedOverToEgressIP(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- zone.Run(ctx, zone.Config{NB: ovn.ClientConfig{Addresses: []string{z2.NBAddress()}}, Node: "node2", ReportNamespace: testenv.ReportNamespace,
-			Sync: nbsync.Config{Translate: tc, Zone: "node2"}}, kube.Client, kube.Egress, testLogger(t))
+			Sync: nbsync.Config{Translate: tc, Zone: "node2"}}, zone.Clients{Kube: kube.Client, Egress: kube.Egress}, testLogger(t))
 	}()
 	route := func() (uuid, owner string) {
 		u := strings.TrimSpace(z2.MustNBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Static_Route", "ip_prefix=10.244.0.0/16", "policy=src-ip"))

@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	eipinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions/egressip/v1"
+	eiplisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/listers/egressip/v1"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
@@ -79,6 +81,10 @@ type Config struct {
 	// (informer.Reports); a node without one is read from its Node's
 	// legacy annotation.
 	Reports coreinformers.ConfigMapInformer
+	// EgressIPs, when set (interconnect zones running EgressIP rows), give
+	// the nodes holding EgressIPs: an egress node of the zone gets the cluster
+	// src-ip route to its GR as a host does (translate.Input.EgressNodes).
+	EgressIPs eipinformers.EgressIPInformer
 }
 
 // Failovers follows services drained off a dead host.
@@ -137,7 +143,9 @@ type Controller struct {
 	nodeLister  corelisters.NodeLister
 	// reportLister lists the report ConfigMaps (nil: Node annotations only).
 	reportLister corelisters.ConfigMapLister
-	synced       []cache.InformerSynced
+	// eipLister lists the EgressIPs (nil: Config.EgressIPs unset).
+	eipLister eiplisters.EgressIPLister
+	synced    []cache.InformerSynced
 
 	work *controller.Worker[translate.Key]
 
@@ -232,6 +240,9 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		wanted:     newWantedSets(),
 		memo:       translate.NewMemo(),
 		events:     newProblemEvents(recorder, cfg.EventReasons),
+	}
+	if err := c.watchEgressNodes(cfg.EgressIPs); err != nil {
+		return nil, err
 	}
 	if cfg.Reports != nil {
 		c.reportLister = cfg.Reports.Lister()

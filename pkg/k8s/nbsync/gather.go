@@ -63,6 +63,9 @@ func (c *Controller) gather(ctx context.Context, keys []translate.Key, moved map
 		return in, err
 	}
 	in.Nodes = nodes
+	if in.EgressNodes, err = c.egressNodes(); err != nil {
+		return in, err
+	}
 	if err := ovn.Facts(ctx, c.nb, &in, keys, names); err != nil {
 		return in, err
 	}

@@ -15,8 +15,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
+	eipinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/egressip"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/observe"
@@ -35,6 +38,18 @@ type Config struct {
 	Observe *observe.Server
 	// ReportNamespace holds the node agents' report ConfigMaps.
 	ReportNamespace string
+	// EgressIP writes the zone's EgressIP rows too (Clients.EgressIP must be
+	// set): the reroutes of its selected pods and the SNATs of its egress
+	// nodes, beside the EgressServices' rows.
+	EgressIP bool
+}
+
+// Clients are the API clients a zone's translation reads through.
+type Clients struct {
+	Kube   kubernetes.Interface
+	Egress egressclient.Interface
+	// EgressIP is needed only with Config.EgressIP.
+	EgressIP eipclient.Interface
 }
 
 // Translator is one zone's translation, built and not yet running.
@@ -44,6 +59,7 @@ type Translator struct {
 	nb         client.Client
 	det        *coexist.Detector
 	sync       *nbsync.Controller
+	eipRows    *egressip.Rows // nil unless Config.EgressIP
 	factories  []factory
 	stopEvents func()
 }
@@ -57,8 +73,8 @@ type factory interface {
 // Run translates the EgressServices of the cluster into the rows of
 // one zone and converges the zone's NB on them until ctx ends. One runs per
 // zone (next to the node agent), so no leader election.
-func Run(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egressclient.Interface, log *logrus.Entry) error {
-	t, err := New(ctx, cfg, kube, egress, log)
+func Run(ctx context.Context, cfg Config, c Clients, log *logrus.Entry) error {
+	t, err := New(ctx, cfg, c, log)
 	if err != nil {
 		return err
 	}
@@ -68,12 +84,15 @@ func Run(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egre
 
 // New connects to the zone's NB and wires the translation controller to
 // the cluster's informers (not started until Run). Close releases it.
-func New(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egressclient.Interface, log *logrus.Entry) (*Translator, error) {
+func New(ctx context.Context, cfg Config, c Clients, log *logrus.Entry) (*Translator, error) {
 	if cfg.Sync.Zone == "" {
 		return nil, errors.New("zone translation needs a zone name")
 	}
 	if cfg.ReportNamespace == "" {
 		return nil, errors.New("zone translation needs the namespace of the readiness reports")
+	}
+	if cfg.EgressIP && c.EgressIP == nil {
+		return nil, errors.New("zone translation of EgressIPs needs the EgressIP client")
 	}
 	if err := cfg.NB.Validate(); err != nil {
 		return nil, fmt.Errorf("zone nb: %w", err)
@@ -93,15 +112,15 @@ func New(ctx context.Context, cfg Config, kube kubernetes.Interface, egress egre
 		return nil, err
 	}
 	t := &Translator{cfg: cfg, log: log, nb: nb, stopEvents: func() {}}
-	if err := t.wire(ctx, kube, egress); err != nil {
+	if err := t.wire(ctx, c); err != nil {
 		t.Close()
 		return nil, err
 	}
 	return t, nil
 }
 
-func (t *Translator) wire(ctx context.Context, kube kubernetes.Interface, egress egressclient.Interface) error {
-	cfg, log, nb := t.cfg, t.log, t.nb
+func (t *Translator) wire(ctx context.Context, clients Clients) error {
+	cfg, log, nb, kube := t.cfg, t.log, t.nb, clients.Kube
 	if cfg.Observe != nil {
 		cfg.Observe.Registry().MustRegister(ovn.NewConnectionCollector(nb))
 	}
@@ -114,10 +133,16 @@ func (t *Translator) wire(ctx context.Context, kube kubernetes.Interface, egress
 		log.WithField("controller", "coexist").WithField("zone", cfg.Sync.Zone), recorder)
 	cfg.Sync.Standoff = t.det
 	kubeInf := informer.Kube(kube)
-	egInf := informer.Egress(egress, t.det.ObserveEgressService)
+	egInf := informer.Egress(clients.Egress, t.det.ObserveEgressService)
 	repInf := informer.Reports(kube, cfg.ReportNamespace)
 	t.factories = []factory{kubeInf, egInf, repInf}
 	cfg.Sync.Reports = repInf.Core().V1().ConfigMaps()
+	var eipInf eipinformers.SharedInformerFactory
+	if cfg.EgressIP {
+		eipInf = informer.EgressIP(clients.EgressIP)
+		t.factories = append(t.factories, eipInf)
+		cfg.Sync.EgressIPs = eipInf.K8s().V1().EgressIPs()
+	}
 	if err := t.det.Watch(egInf.K8s().V1().EgressServices()); err != nil {
 		return err
 	}
@@ -126,6 +151,11 @@ func (t *Translator) wire(ctx context.Context, kube kubernetes.Interface, egress
 		return err
 	}
 	t.sync = c
+	if cfg.EgressIP {
+		if err := t.wireEgressIP(eipInf, kubeInf, recorder); err != nil {
+			return err
+		}
+	}
 	t.det.OnChange(func(cf coexist.Conflict) {
 		if !cf.Active() {
 			c.EnqueueAll()
@@ -139,7 +169,7 @@ func (t *Translator) wire(ctx context.Context, kube kubernetes.Interface, egress
 			if err := ovn.Reachable(ctx, nb); err != nil {
 				errs = append(errs, fmt.Errorf("zone NB not connected: %w", err))
 			}
-			if !c.Synced() {
+			if !c.Synced() || (t.eipRows != nil && !t.eipRows.Synced()) {
 				errs = append(errs, errors.New("informer caches not synced"))
 			}
 			if cf := t.det.Conflict(); cf.Active() {
@@ -147,13 +177,24 @@ func (t *Translator) wire(ctx context.Context, kube kubernetes.Interface, egress
 			}
 			return errors.Join(errs...)
 		})
-		cfg.Observe.Live("zone", func() error { return c.Stuck(controller.StuckBound) })
+		cfg.Observe.Live("zone", func() error {
+			if t.eipRows != nil {
+				if err := t.eipRows.Stuck(controller.StuckBound); err != nil {
+					return err
+				}
+			}
+			return c.Stuck(controller.StuckBound)
+		})
 	}
 	return nil
 }
 
 // Sync is the zone's translation controller (for its Stats and Idle).
 func (t *Translator) Sync() *nbsync.Controller { return t.sync }
+
+// EgressIPRows is the zone's EgressIP rows controller; nil unless
+// Config.EgressIP.
+func (t *Translator) EgressIPRows() *egressip.Rows { return t.eipRows }
 
 // Run starts the informers and converges the zone's NB until ctx ends.
 func (t *Translator) Run(ctx context.Context) error {
@@ -162,7 +203,16 @@ func (t *Translator) Run(ctx context.Context) error {
 		f.Start(ctx.Done())
 		defer f.Shutdown()
 	}
-	return t.sync.Run(ctx)
+	if t.eipRows == nil {
+		return t.sync.Run(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- t.eipRows.Run(ctx) }()
+	err := t.sync.Run(ctx)
+	cancel()
+	return errors.Join(err, <-done)
 }
 
 // Close flushes the Events and closes the NB connection.

@@ -1,0 +1,71 @@
+package nbsync
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	eipinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions/egressip/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// watchEgressNodes follows the nodes holding EgressIPs (Config.EgressIPs):
+// a node that starts or stops holding one has its key synced, so that its
+// zone's cluster route follows.
+func (c *Controller) watchEgressNodes(inf eipinformers.EgressIPInformer) error {
+	if inf == nil {
+		return nil
+	}
+	c.eipLister = inf.Lister()
+	c.synced = append(c.synced, inf.Informer().HasSynced)
+	_, err := inf.Informer().AddEventHandler(controller.OnChange(func(old, obj any) {
+		o, _ := controller.As[*egressipv1.EgressIP](old)
+		n, _ := controller.As[*egressipv1.EgressIP](obj)
+		if a, b := itemNodes(o), itemNodes(n); !slices.Equal(a, b) {
+			c.on(func(ks keySet) {
+				for _, node := range append(a, b...) {
+					ks.add(translate.NodeKey(node))
+				}
+			})
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("egressip handler: %w", err)
+	}
+	return nil
+}
+
+// egressNodes are the nodes holding an IP of some EgressIP (nil without
+// Config.EgressIPs).
+func (c *Controller) egressNodes() (map[string]bool, error) {
+	if c.eipLister == nil {
+		return nil, nil
+	}
+	list, err := c.eipLister.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, e := range list {
+		for _, n := range itemNodes(e) {
+			out[n] = true
+		}
+	}
+	return out, nil
+}
+
+// itemNodes are the nodes of an EgressIP's status.items, sorted.
+func itemNodes(e *egressipv1.EgressIP) []string {
+	if e == nil {
+		return nil
+	}
+	out := make([]string, 0, len(e.Status.Items))
+	for _, it := range e.Status.Items {
+		out = append(out, it.Node)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
