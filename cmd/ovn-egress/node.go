@@ -36,7 +36,7 @@ func nodeCommand() *cli.Command {
 	flags = append(flags, kubeFlags()...)
 	flags = append(flags,
 		&cli.StringFlag{Name: "zone", Usage: "interconnect: also translate the EgressServices into this zone's own NB (--nb-address, the node's local NB); the node's zone is its k8s.ovn.org/zone-name, else its name", Category: catOVN},
-		&cli.BoolFlag{Name: "zone-egressip", Usage: "interconnect (--zone): also write the zone's EgressIP rows (reroutes of its selected pods, SNATs of its egress nodes), as the master's egressip controller assigns them; needs the EgressIP CRD and read access to egressips, pods and namespaces (the chart's egressIP.enabled)", Category: catOVN})
+		&cli.BoolFlag{Name: "egressip", Usage: "EgressIP (the master's egressip controller assigns the IPs): announce the IPv6 egress IPs this node holds (unsolicited neighbour advertisements) and, with --zone, write the zone's EgressIP rows (reroutes of its selected pods, SNATs of its egress nodes); needs the EgressIP CRD and read access to egressips (with --zone also pods and namespaces): the chart's egressIP.enabled", Category: catOVN})
 	flags = append(flags, nbFlags()...)
 	flags = append(flags, translateFlags("cluster-subnets")...)
 	flags = append(flags, observeFlags()...)
@@ -71,8 +71,14 @@ func nodeCommand() *cli.Command {
 			}
 			// One set of worker metrics for the agent and its zone's translation.
 			cfg.Work = controller.NewMetrics(cfg.Observe.Registry())
+			var eip eipclient.Interface
+			if cfg.EgressIP {
+				if eip, err = eipclient.NewForConfig(rc); err != nil {
+					return fmt.Errorf("EgressIP client: %w", err)
+				}
+			}
 			if c.String("zone") == "" {
-				return node.RunAgent(c.Context, cfg, kube, egress, log)
+				return node.RunAgent(c.Context, cfg, kube, egress, eip, log)
 			}
 			zcfg, err := zoneConfig(c)
 			if err != nil {
@@ -84,13 +90,8 @@ func nodeCommand() *cli.Command {
 			ctx, cancel := context.WithCancel(c.Context)
 			defer cancel()
 			done := make(chan error, 2)
-			go func() { done <- node.RunAgent(ctx, cfg, kube, egress, log) }()
-			clients := zone.Clients{Kube: kube, Egress: egress}
-			if zcfg.EgressIP {
-				if clients.EgressIP, err = eipclient.NewForConfig(rc); err != nil {
-					return fmt.Errorf("EgressIP client: %w", err)
-				}
-			}
+			go func() { done <- node.RunAgent(ctx, cfg, kube, egress, eip, log) }()
+			clients := zone.Clients{Kube: kube, Egress: egress, EgressIP: eip}
 			go func() { done <- zone.Run(ctx, zcfg, clients, log.WithField("zone", zcfg.Sync.Zone)) }()
 			first := <-done
 			cancel()
@@ -101,7 +102,7 @@ func nodeCommand() *cli.Command {
 
 // zoneConfig reads the flags of a node agent's zone translation.
 func zoneConfig(c *cli.Context) (zone.Config, error) {
-	cfg := zone.Config{Node: c.String("node-name"), ReportNamespace: c.String("report-namespace"), EgressIP: c.Bool("zone-egressip")}
+	cfg := zone.Config{Node: c.String("node-name"), ReportNamespace: c.String("report-namespace"), EgressIP: c.Bool("egressip")}
 	var err error
 	if cfg.NB, err = nbConfig(c); err != nil {
 		return cfg, err
@@ -128,6 +129,7 @@ func nodeConfig(c *cli.Context) (node.Config, error) {
 	cfg.MgmtPort = c.String("mgmt-port")
 	cfg.EnableForwarding = c.Bool("enable-forwarding")
 	cfg.NetNS = c.String("netns")
+	cfg.EgressIP = c.Bool("egressip")
 	var err error
 	if cfg.ClusterSubnets, err = parsePrefixes(c.String("cluster-subnets")); err != nil {
 		return cfg, fmt.Errorf("--cluster-subnets: %w", err)

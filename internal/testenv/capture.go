@@ -36,6 +36,9 @@ type Announcement struct {
 	At  time.Time
 	IP  netip.Addr
 	MAC string
+	// Solicited: a neighbour advertisement answering a solicitation (its
+	// S flag); an unsolicited one announces a move.
+	Solicited bool
 }
 
 // StartCapture starts recording on dev inside ns until t ends.
@@ -114,8 +117,9 @@ func (c *Capture) loop(fd int) {
 }
 
 // announcement parses an Ethernet frame as an ARP reply or gratuitous ARP
-// (the sender claims its IP) or an ICMPv6 neighbour advertisement (the
-// frame's source claims the target address).
+// (the sender claims its IP) or an ICMPv6 neighbour advertisement (its
+// target link-layer address option claims the target address, else the
+// frame's source: what a receiving neighbour cache records).
 func announcement(f []byte) (Announcement, bool) {
 	mac := func(b []byte) string { return net.HardwareAddr(b).String() }
 	switch binary.BigEndian.Uint16(f[12:14]) {
@@ -130,7 +134,11 @@ func announcement(f []byte) (Announcement, bool) {
 		}
 	case 0x86dd: // ICMPv6 (next header 58), type 136
 		if len(f) >= 14+40+24 && f[20] == 58 && f[54] == 136 {
-			return Announcement{At: time.Now(), IP: netip.AddrFrom16([16]byte(f[62:78])), MAC: mac(f[6:12])}, true
+			a := Announcement{At: time.Now(), IP: netip.AddrFrom16([16]byte(f[62:78])), MAC: mac(f[6:12]), Solicited: f[58]&0x40 != 0}
+			if len(f) >= 14+40+24+8 && f[78] == 2 && f[79] == 1 {
+				a.MAC = mac(f[80:86])
+			}
+			return a, true
 		}
 	}
 	return Announcement{}, false

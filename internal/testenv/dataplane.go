@@ -316,3 +316,20 @@ func (d *Dataplane) Withdraw(t testing.TB, node string, ip netip.Addr) {
 	}
 	_, _ = d.Hosts[node].Run("ip", "addr", "del", ip.String()+plen, "dev", "eth0")
 }
+
+// CutGateway makes node's gateway router unreachable from the external
+// network, as a dead node's is: the external bridge drops every frame from
+// or to its MAC. (All gateway routers run on the one chassis here, so
+// killing a node's host namespace alone leaves its GR forwarding.)
+func (d *Dataplane) CutGateway(t testing.TB, node string) {
+	t.Helper()
+	mac := MAC(d.Topo.Node(node).ExternalIPs[0].Addr())
+	conf := fmt.Sprintf("table bridge oe-cut-%[1]s {\n chain cut { type filter hook forward priority -200; policy accept;\n  ether saddr %[2]s drop\n  ether daddr %[2]s drop\n }\n}\n", node, mac)
+	d.Bridge.MustRun(t, "sh", "-c", "printf '"+conf+"' | nft -f -")
+}
+
+// RestoreGateway undoes CutGateway.
+func (d *Dataplane) RestoreGateway(t testing.TB, node string) {
+	t.Helper()
+	d.Bridge.MustRun(t, "nft", "delete", "table", "bridge", "oe-cut-"+node)
+}

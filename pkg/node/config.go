@@ -56,6 +56,8 @@ type Config struct {
 	// process).
 	Observe *observe.Server
 	Work    *controller.Metrics
+	// EgressIP announces the IPv6 EgressIPs this node holds (Announcer).
+	EgressIP bool
 }
 
 // DefaultConfig returns the defaults of every flag.

@@ -77,7 +77,7 @@ func TestNodeAgentKubeAPIServer(t *testing.T) {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	done := make(chan error, 1)
-	go func() { done <- node.RunAgent(ctx, cfg, kube, egress, logrus.NewEntry(log)) }()
+	go func() { done <- node.RunAgent(ctx, cfg, kube, egress, nil, logrus.NewEntry(log)) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -92,7 +92,7 @@ func TestHostServes10000Services(t *testing.T) {
 	}
 	agentDone := make(chan error, 1)
 	agentStart := time.Now()
-	go func() { agentDone <- node.RunAgent(ctx, acfg, kc, ec, logrus.NewEntry(quiet)) }()
+	go func() { agentDone <- node.RunAgent(ctx, acfg, kc, ec, nil, logrus.NewEntry(quiet)) }()
 	defer func() {
 		cancel()
 		if err := <-agentDone; err != nil {

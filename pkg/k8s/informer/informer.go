@@ -3,6 +3,7 @@
 package informer
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
@@ -28,10 +29,29 @@ func StripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// Kube returns a factory for the Kubernetes types (no periodic resync).
+// SlimPod keeps of a Pod what EgressIP's pod selection reads — its name,
+// namespace, labels, node, host networking, phase and addresses — and drops
+// the rest (containers, volumes, conditions, annotations) before an
+// informer caches it: the EgressIP controllers watch every pod of the
+// cluster. Other objects pass through StripManagedFields.
+func SlimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return StripManagedFields(obj)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, DeletionTimestamp: p.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
+	}, nil
+}
+
+// Kube returns a factory for the Kubernetes types (no periodic resync);
+// Pods are cached slim (SlimPod), everything without managedFields.
 func Kube(c kubernetes.Interface, opts ...kubeinformers.SharedInformerOption) kubeinformers.SharedInformerFactory {
 	return kubeinformers.NewSharedInformerFactoryWithOptions(c, 0,
-		append([]kubeinformers.SharedInformerOption{kubeinformers.WithTransform(StripManagedFields)}, opts...)...)
+		append([]kubeinformers.SharedInformerOption{kubeinformers.WithTransform(SlimPod)}, opts...)...)
 }
 
 // Egress returns a factory for the EgressService type (no periodic resync).

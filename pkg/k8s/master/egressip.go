@@ -18,7 +18,7 @@ import (
 // ControllerEgressIP assigns the IPs of EgressIP objects to nodes, writes
 // status.items and, with one central NB and translation beside it, the
 // EgressIPs' NB rows; in interconnect each node agent writes its zone's
-// (ovn-egress node --zone, --zone-egressip). It runs only when
+// (ovn-egress node --zone, --egressip). It runs only when
 // Config.Controllers names it (docs/egressip.md).
 const ControllerEgressIP = "egressip"
 
@@ -41,7 +41,7 @@ func (m *Master) buildEgressIP(cfg Config, c eipclient.Interface, nb client.Clie
 		switch {
 		case err != nil:
 		case cfg.Mode == ModeIC:
-			log.Info("EgressIP: assigning IPs; each node agent writes its interconnect zone's rows (--zone-egressip)")
+			log.Info("EgressIP: assigning IPs; each node agent writes its interconnect zone's rows (--egressip)")
 		default:
 			log.Warn("EgressIP: assigning IPs only; no NB rows are written without one central NB and the translation controller")
 		}

@@ -194,7 +194,7 @@ func (c *cluster) startAgent(nodeName string) (*testAgent, *testenv.NetNS) {
 	cfg.Observe = a.obs
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		a.done <- node.RunAgent(ctx, cfg, kube.Client, kube.Egress, testLogger(t).WithField("agent", nodeName))
+		a.done <- node.RunAgent(ctx, cfg, kube.Client, kube.Egress, nil, testLogger(t).WithField("agent", nodeName))
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -69,8 +69,9 @@ type options struct {
 	// (default) or "local" (pod egress through the management port, the
 	// host masquerades it).
 	gatewayMode string
-	// masterArgs are extra flags of the master.
+	// masterArgs are extra flags of the master; agentArgs, of every node agent.
 	masterArgs []string
+	agentArgs  []string
 	// nbMembers > 1 runs the NB as a RAFT cluster of that many members;
 	// the masters reach it over TCP through their pods' loopback, so that a
 	// filter in a master's pod cuts it off the NB as it does off the API.
@@ -191,11 +192,13 @@ func newCluster(t *testing.T, o options) *cluster {
 	return c
 }
 
-// credentials applies dist/'s RBAC and writes a kubeconfig per ServiceAccount.
+// credentials applies dist/'s RBAC (the agents' with egressIP.enabled: the
+// EgressIP tests run them with --egressip) and writes a kubeconfig per
+// ServiceAccount.
 func (c *cluster) credentials() {
 	t := c.t
 	ctx := context.Background()
-	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/master/rbac.yaml", "../../../dist/node/rbac.yaml"); err != nil {
+	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/master/rbac.yaml", "../../../dist/node/rbac-egressip.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	for _, sa := range []struct{ name, path string }{
@@ -306,6 +309,7 @@ func (c *cluster) startAgent(node string) *testenv.Process {
 		args := []string{"node", "--node-name=" + node, "--netns=" + c.dp.Hosts[node].Name, "--kubeconfig=" + c.ncfg,
 			"--health-listen", "--withdraw-grace=1s", "--log-level=debug", c.subnetFlags()[0],
 			"--metrics-address=" + c.agentMetrics[node]}
+		args = append(args, c.opts.agentArgs...)
 		p := c.procs.Start(c.dir, "agent-"+node, nil, bin, args...)
 		c.agents[node] = p
 		if attempt == 3 || !metricsPortTaken(p) {

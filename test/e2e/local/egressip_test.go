@@ -179,8 +179,14 @@ func (c *cluster) sourcesOf(p *pod, n int, timeout time.Duration) map[netip.Addr
 // stopped, which the restarted master repairs. Deleting the EgressIP gives
 // the pod its node's address back. The suite's capture
 // checks that no packet reached the outside with a pod address.
-func TestEgressIP(t *testing.T) {
-	c := newCluster(t, options{masterArgs: []string{"--controllers=selection,translation,egressip"}})
+// newEgressIPCluster is the cluster of the EgressIP tests, run as the chart
+// runs it with egressIP.enabled (the master's egressip controller, the
+// agents' --egressip), node2 and node3 egress-assignable and the test's
+// namespace labelled team=<prefix>-<unique>; it returns the EgressIP client
+// and the team.
+func newEgressIPCluster(t *testing.T, prefix string, families ...ipfamily.Family) (*cluster, eipclient.Interface, string) {
+	c := newCluster(t, options{families: families,
+		masterArgs: []string{"--controllers=selection,translation,egressip"}, agentArgs: []string{"--egressip"}})
 	eips, err := eipclient.NewForConfig(kube.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -188,8 +194,13 @@ func TestEgressIP(t *testing.T) {
 	for _, n := range []string{"node2", "node3"} {
 		c.label(n, translate.LabelEgressAssignable, "")
 	}
-	team := fmt.Sprintf("eip-%d", time.Now().UnixNano()) // namespaces outlive tests here
+	team := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()) // namespaces outlive tests here
 	c.labelNamespace("team", team)
+	return c, eips, team
+}
+
+func TestEgressIP(t *testing.T) {
+	c, eips, team := newEgressIPCluster(t, "eip")
 	selected, other := c.addPod("selected", "node1", 5), c.addPod("other", "node1", 6)
 	peer := c.addPod("peer", "node2", 7)
 	c.podObject(selected, map[string]string{"app": "eip"})
@@ -319,17 +330,7 @@ func TestEgressIP(t *testing.T) {
 // above the EgressIP's, as upstream); the address that fits no node stays
 // unassigned with a NoMatchingNodeFound Event.
 func TestEgressIPDualStackBesideEgressService(t *testing.T) {
-	c := newCluster(t, options{families: []ipfamily.Family{ipfamily.V4, ipfamily.V6},
-		masterArgs: []string{"--controllers=selection,translation,egressip"}})
-	eips, err := eipclient.NewForConfig(kube.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"node2", "node3"} {
-		c.label(n, translate.LabelEgressAssignable, "")
-	}
-	team := fmt.Sprintf("eip-ds-%d", time.Now().UnixNano())
-	c.labelNamespace("team", team)
+	c, eips, team := newEgressIPCluster(t, "eip-ds", ipfamily.V4, ipfamily.V6)
 	selected, served := c.addPod("selected", "node1", 5), c.addPod("served", "node1", 6)
 	c.podObject(selected, map[string]string{"app": "eip"})
 	c.podObject(served, map[string]string{"app": "eip"})
