@@ -43,15 +43,15 @@ func TestStripManagedFields(t *testing.T) {
 func TestSlimPod(t *testing.T) {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "u1", ResourceVersion: "7",
-			Labels:        map[string]string{"app": "web"},
-			Annotations:   map[string]string{"k8s.ovn.org/pod-networks": `{"default":{"ip_addresses":["10.244.1.5/24"],"mac_address":"0a:58:0a:f4:01:05"}}`},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+			Labels:          map[string]string{"app": "web"},
+			Annotations:     map[string]string{"k8s.ovn.org/pod-networks": `{"default":{"ip_addresses":["10.244.1.5/24"],"mac_address":"0a:58:0a:f4:01:05"}}`},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-5d8f"}}},
 		Spec: corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "web", Image: "web:1.2.3",
 			Env: []corev1.EnvVar{{Name: "MODE", Value: "production"}}, Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}},
 			Volumes: []corev1.Volume{{Name: "token"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.5", PodIPs: []corev1.PodIP{{IP: "10.244.1.5"}, {IP: "fd00:10:244:1::5"}},
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true, ImageID: "sha256:0123456789abcdef"}}},
 	}
 	out, err := SlimPod(p)
