@@ -54,14 +54,10 @@ func TestEgressIPv6Failover(t *testing.T) {
 		t.Fatalf("the outside's neighbour entry for %s is %q, want %s's gateway router MAC %s", ip, n, first, grMAC(first))
 	}
 
-	// Rounds: the holder dies, the IP moves to the other node; the dead node
-	// is revived (the IP stays where it is: sticky) and the next round kills
-	// the new holder. On OVN 23.03 one round (Debian 12's OVS userspace
-	// conntrack asserts when an IP moves back and forth: TestEgressIP).
-	rounds := 3
-	if testenv.OVNVersion() != testenv.OVN25 {
-		rounds = 1
-	}
+	// Rounds (failoverRounds): the holder dies, the IP moves to the other
+	// node; the dead node is revived (the IP stays where it is: sticky) and
+	// the next round kills the new holder.
+	rounds := failoverRounds()
 	ext := netip.AddrPortFrom(c.dp.ExtIPs()[1], echoPort)
 	var took []time.Duration
 	for round := 1; round <= rounds; round++ {
