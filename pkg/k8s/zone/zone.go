@@ -1,6 +1,7 @@
 // Package zone runs the translation of one interconnect zone: the node
 // agent of a zone's node runs it next to its own work (ovn-egress node
-// --zone), converging that zone's NB on the cluster's EgressServices.
+// --zone), converging that zone's NB on the cluster's EgressServices and,
+// with --egressip, its EgressIPs.
 package zone
 
 import (
@@ -70,8 +71,8 @@ type factory interface {
 	Shutdown()
 }
 
-// Run translates the EgressServices of the cluster into the rows of
-// one zone and converges the zone's NB on them until ctx ends. One runs per
+// Run translates the EgressServices (and, with Config.EgressIP, the
+// EgressIPs) of the cluster into the rows of one zone and converges the zone's NB on them until ctx ends. One runs per
 // zone (next to the node agent), so no leader election.
 func Run(ctx context.Context, cfg Config, c Clients, log *logrus.Entry) error {
 	t, err := New(ctx, cfg, c, log)
