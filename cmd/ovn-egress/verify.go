@@ -139,14 +139,19 @@ func verify(ctx context.Context, c *cli.Context) (verifyResult, error) {
 	if err := ovn.Facts(ctx, nb, &in, keys, names); err != nil {
 		return res, err
 	}
-	d := translate.Translate(in)
-	if in.Zone == "" { // EgressIP rows are written on the central NB only (docs/egressip.md)
-		eipKeys, err := verifyEgressIPs(ctx, rc, nb, in.Config, objs.Nodes, d)
-		if err != nil {
-			return res, err
-		}
-		keys = append(keys, eipKeys...)
+	eips, err := listEgressIPs(ctx, rc)
+	if err != nil {
+		return res, err
 	}
+	if in.Zone != "" {
+		in.EgressNodes = translate.EgressIPNodes(eips) // their zones' cluster routes
+	}
+	d := translate.Translate(in)
+	eipKeys, err := verifyEgressIPs(ctx, rc, nb, in.Config, in.Zone, eips, objs.Nodes, d)
+	if err != nil {
+		return res, err
+	}
+	keys = append(keys, eipKeys...)
 	plan, err := ovn.BuildPlan(ctx, nb, keys, d)
 	if err != nil {
 		return res, err
@@ -279,30 +284,41 @@ func listObjects(ctx context.Context, cfg *rest.Config) (translate.Objects, erro
 	return objs, nil
 }
 
-// verifyEgressIPs adds to d the rows every EgressIP should have on the
-// central NB and returns their keys with those of the EgressIP rows NB
-// holds (an API server without the EgressIP CRD has none).
-func verifyEgressIPs(ctx context.Context, rc *rest.Config, nb client.Client, cfg translate.Config, nodes []*corev1.Node, d *translate.Desired) ([]translate.Key, error) {
+// listEgressIPs lists the EgressIPs (none from an API server without the
+// EgressIP CRD).
+func listEgressIPs(ctx context.Context, rc *rest.Config) ([]*egressipv1.EgressIP, error) {
 	eipc, err := eipclient.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}
 	list, err := eipc.K8sV1().EgressIPs().List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) {
-		list, err = &egressipv1.EgressIPList{}, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list egressips: %w", err)
+	}
+	eips := make([]*egressipv1.EgressIP, 0, len(list.Items))
+	for i := range list.Items {
+		eips = append(eips, &list.Items[i])
+	}
+	return eips, nil
+}
+
+// verifyEgressIPs adds to d the rows eips should have on this NB (the
+// central one, or one interconnect zone's) and returns their keys with
+// those of the EgressIP rows NB holds.
+func verifyEgressIPs(ctx context.Context, rc *rest.Config, nb client.Client, cfg translate.Config, zone string,
+	eips []*egressipv1.EgressIP, nodes []*corev1.Node, d *translate.Desired) ([]translate.Key, error) {
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
 	}
 	keys, served, err := ovn.EgressIPFacts(ctx, nb)
 	if err != nil {
 		return nil, err
 	}
-	if len(list.Items) == 0 && len(keys) == 0 {
+	if len(eips) == 0 && len(keys) == 0 {
 		return nil, nil
 	}
 	nsl, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
@@ -313,10 +329,8 @@ func verifyEgressIPs(ctx context.Context, rc *rest.Config, nb client.Client, cfg
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
-	eips := make([]*egressipv1.EgressIP, 0, len(list.Items))
-	for i := range list.Items {
-		eips = append(eips, &list.Items[i])
-		keys = append(keys, translate.EgressIPKey(list.Items[i].Name))
+	for _, e := range eips {
+		keys = append(keys, translate.EgressIPKey(e.Name))
 	}
 	nss := make([]*corev1.Namespace, 0, len(nsl.Items))
 	for i := range nsl.Items {
@@ -327,6 +341,9 @@ func verifyEgressIPs(ctx context.Context, rc *rest.Config, nb client.Client, cfg
 		pods = append(pods, &podl.Items[i])
 	}
 	in, problems := translate.EgressIPRowsFrom(cfg, eips, nss, pods, nodes)
+	if zone != "" {
+		in.InZone(zone, pods)
+	}
 	in.Served = served
 	d.Merge(translate.TranslateEgressIPs(in))
 	d.Problems = append(d.Problems, problems...)

@@ -182,12 +182,6 @@ func (k *kernelAgent) guardDrops(t *testing.T) GuardDrops {
 	return n
 }
 
-// sendLoneACK sends one TCP ACK (no connection behind it) from ns through a
-// raw socket; the kernel adds the IP header.
-func sendLoneACK(t *testing.T, ns *testenv.NetNS, src, dst netip.Addr, dport uint16) {
-	sendTCP(t, ns, src, dst, dport, 0x10)
-}
-
 // sendTCP sends one TCP segment with flags from ns through a raw socket.
 func sendTCP(t *testing.T, ns *testenv.NetNS, src, dst netip.Addr, dport uint16, flags byte) {
 	t.Helper()
@@ -209,7 +203,7 @@ func sendTCP(t *testing.T, ns *testenv.NetNS, src, dst netip.Addr, dport uint16,
 		return unix.Sendto(fd, seg, 0, &unix.SockaddrInet4{Addr: dst.As4()})
 	})
 	if err != nil {
-		t.Fatalf("send raw ACK: %v", err)
+		t.Fatalf("send raw TCP segment: %v", err)
 	}
 }
 

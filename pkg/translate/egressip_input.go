@@ -68,6 +68,18 @@ func ZonePodAddresses(pods []*corev1.Pod, zoneOf func(node string) string, zone 
 	return out
 }
 
+// EgressIPNodes are the nodes holding an IP of some EgressIP (its
+// status.items): Input.EgressNodes.
+func EgressIPNodes(eips []*egressipv1.EgressIP) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range eips {
+		for _, it := range e.Status.Items {
+			out[it.Node] = true
+		}
+	}
+	return out
+}
+
 // NodeZone is a Node's interconnect zone: k8s.ovn.org/zone-name, or the
 // node's own name (NodeInfo.ZoneName without parsing the rest).
 func NodeZone(n *corev1.Node) string {

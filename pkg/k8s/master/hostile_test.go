@@ -253,11 +253,11 @@ func (c *cluster) checkPoliciesReferenceSets() {
 // hostile writes random objects; the API server's validation refuses some,
 // which is counted, not a failure.
 type hostile struct {
-	t                *testing.T
-	ns               string
-	rng              *rand.Rand
-	tried, accepted  int
-	services, slices []string
+	t               *testing.T
+	ns              string
+	rng             *rand.Rand
+	tried, accepted int
+	services        []string
 }
 
 func (h *hostile) pick(xs ...string) string { return xs[h.rng.IntN(len(xs))] }

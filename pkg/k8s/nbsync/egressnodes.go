@@ -48,13 +48,7 @@ func (c *Controller) egressNodes() (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]bool{}
-	for _, e := range list {
-		for _, n := range itemNodes(e) {
-			out[n] = true
-		}
-	}
-	return out, nil
+	return translate.EgressIPNodes(list), nil
 }
 
 // itemNodes are the nodes of an EgressIP's status.items, sorted.

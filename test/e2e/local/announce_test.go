@@ -104,22 +104,6 @@ func (c *cluster) announcerMAC(node string) string {
 	return strings.TrimSpace(out)
 }
 
-// announcingNode names the node(s) whose announcer MAC the outside world
-// has for ip.
-func (c *cluster) announcingNode(ip netip.Addr) string {
-	mac := c.extNeighbour(ip)
-	var nodes []string
-	for _, n := range c.topo.Nodes {
-		if mac != "" && c.announcerMAC(n.Name) == mac {
-			nodes = append(nodes, n.Name)
-		}
-	}
-	if len(nodes) == 0 {
-		return "no node"
-	}
-	return strings.Join(nodes, ", ")
-}
-
 // extNeighbour is the external side's neighbour entry for ip ("" when it
 // has none, or an unresolved one).
 func (c *cluster) extNeighbour(ip netip.Addr) string {
