@@ -154,3 +154,19 @@ func errString(err error) string {
 	}
 	return ""
 }
+
+// announcingNode names the node(s) whose announcer MAC the outside world
+// has for ip.
+func (c *cluster) announcingNode(ip netip.Addr) string {
+	mac := c.extNeighbour(ip)
+	var nodes []string
+	for _, n := range c.topo.Nodes {
+		if mac != "" && c.announcerMAC(n.Name) == mac {
+			nodes = append(nodes, n.Name)
+		}
+	}
+	if len(nodes) == 0 {
+		return "no node"
+	}
+	return strings.Join(nodes, ", ")
+}
