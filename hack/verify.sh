@@ -13,6 +13,10 @@ if [[ -n $unformatted ]]; then
 fi
 
 go vet ./...
+# The e2e files behind build tags (make demo, make chaos) are vetted too:
+# nothing else compiles them before those targets run.
+go vet -tags demo ./test/e2e/local/
+go vet -tags chaos ./test/e2e/local/
 # Nested modules have their own go.mod; vet the ones with Go code.
 for m in test/e2e/kind; do
   if [[ -f $m/go.mod ]]; then (cd "$m" && go vet ./...); fi
