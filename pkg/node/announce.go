@@ -30,10 +30,10 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// AnnounceGaps are the waits before each unsolicited neighbour
+// announceGaps are the waits before each unsolicited neighbour
 // advertisement of an IPv6 egress IP this node starts holding: three, at
 // 0, 1 and 3 s, so that one lost on the wire is not the only one.
-var AnnounceGaps = []time.Duration{0, time.Second, 2 * time.Second}
+var announceGaps = []time.Duration{0, time.Second, 2 * time.Second}
 
 // Announcer announces the IPv6 EgressIPs this node holds. OVN announces a
 // moved IPv4 NAT address itself (gratuitous ARPs from the gateway router's
@@ -42,7 +42,7 @@ var AnnounceGaps = []time.Duration{0, time.Second, 2 * time.Second}
 // unreachability detection gives up (23 s measured). When an IPv6 item of
 // an EgressIP's status.items names this node — a new assignment, a
 // failover onto it, or the agent starting — it sends unsolicited neighbour
-// advertisements (AnnounceGaps) out of the interface on the node's
+// advertisements (announceGaps) out of the interface on the node's
 // primary network, with its gateway router's MAC (k8s.ovn.org/l3-gateway-config).
 type Announcer struct {
 	node   string
@@ -156,7 +156,7 @@ func (a *Announcer) sync(_ context.Context, _ []string) error {
 // burst sends the advertisements of one IP until they are done or the IP
 // leaves this node.
 func (a *Announcer) burst(ctx context.Context, dev string, ip netip.Addr, mac net.HardwareAddr) {
-	for _, gap := range AnnounceGaps {
+	for _, gap := range announceGaps {
 		select {
 		case <-ctx.Done():
 			return
@@ -227,14 +227,5 @@ func GatewayFacts(n *corev1.Node) (netip.Prefix, net.HardwareAddr) {
 			}
 		}
 	}
-	var l3 map[string]struct {
-		MAC string `json:"mac-address"`
-	}
-	var mac net.HardwareAddr
-	if json.Unmarshal([]byte(n.Annotations[translate.AnnotL3GatewayCfg]), &l3) == nil {
-		if m, err := net.ParseMAC(l3["default"].MAC); err == nil && len(m) == 6 {
-			mac = m
-		}
-	}
-	return primary, mac
+	return primary, translate.ParseNode(n, nil).GatewayMAC
 }

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -50,7 +51,10 @@ type NodeInfo struct {
 	HostIPs []netip.Addr
 	// GatewayMode is "shared", "local" or "" when the annotation is absent.
 	GatewayMode string
-	Zone        string
+	// GatewayMAC is the gateway router's MAC (l3-gateway-config
+	// "mac-address"; nil when absent or unparsable).
+	GatewayMAC net.HardwareAddr
+	Zone       string
 	// Report is the node agent's readiness report (nil when absent).
 	Report Report
 	// Problems found while parsing (bad or missing annotations).
@@ -165,9 +169,13 @@ func ParseNode(n *corev1.Node, joinSubnets []netip.Prefix) *NodeInfo {
 	if v := a[AnnotL3GatewayCfg]; v != "" {
 		var m map[string]struct {
 			Mode string `json:"mode"`
+			MAC  string `json:"mac-address"`
 		}
 		if err := json.Unmarshal([]byte(v), &m); err == nil {
 			info.GatewayMode = m[defaultNetworkField].Mode
+			if mac, err := net.ParseMAC(m[defaultNetworkField].MAC); err == nil && len(mac) == 6 {
+				info.GatewayMAC = mac
+			}
 		} else {
 			info.Problems = append(info.Problems, AnnotL3GatewayCfg+": "+err.Error())
 		}
