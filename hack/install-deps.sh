@@ -21,6 +21,8 @@ check arping iputils-arping
 check conntrack conntrack
 check tcpdump tcpdump
 check openssl openssl
+# hack/ovn-root.sh (OVN 25.03 for make test-ovn25) builds its root with it.
+check debootstrap debootstrap
 if (( ${#need[@]} == 0 )); then
   echo "install-deps: everything present"
   exit 0

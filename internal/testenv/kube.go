@@ -527,14 +527,18 @@ func (k *Kube) StartAPIServer() error {
 func (k *Kube) KillEtcd() { k.etcd.kill() }
 
 // StartEtcd starts etcd again on its data after KillEtcd and waits for
-// /health.
+// its /health and then kube-apiserver's /readyz (the API server serves
+// again only once it has reconnected).
 func (k *Kube) StartEtcd() error {
 	<-k.etcd.done
 	var err error
 	if k.etcd, err = startDaemon(k.Dir, "etcd", nil, k.etcdCmd[0], k.etcdCmd[1:]...); err != nil {
 		return err
 	}
-	return k.waitEtcd()
+	if err := k.waitEtcd(); err != nil {
+		return err
+	}
+	return k.waitAPIServer()
 }
 
 // waitEtcd waits for etcd's /health (failing at once if etcd exits).

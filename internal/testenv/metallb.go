@@ -222,7 +222,7 @@ func (m *MetalLB) WaitSpeakerSynced(node string) {
 	m.t.Helper()
 	p := m.speakers[node]
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(p.Log(1<<20), `"event":"config reloaded"`) {
+	for !strings.Contains(p.Output(), `"event":"config reloaded"`) { // this run's, not a killed one's
 		if err := p.Exited(); err != nil || time.Now().After(deadline) {
 			m.t.Fatalf("speaker of %s not synced: %v\n%s", node, err, p.Log(30))
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -42,6 +43,12 @@ func NewNetNS(t testing.TB, prefix string) *NetNS {
 	if os.Geteuid() != 0 {
 		t.Fatalf("network namespaces need root (euid %d)", os.Geteuid())
 	}
+	if !strings.HasPrefix(prefix, "oe") {
+		t.Fatalf("network namespace prefix %q: the tests' namespaces start with \"oe\" (a killed run's are swept by that)", prefix)
+	}
+	if err := PrepareNetNSDir(); err != nil {
+		t.Fatalf("prepare %s: %v", netnsRunDir, err)
+	}
 	name := fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), netnsSeq.Add(1))
 	if err := createNamedNS(name); err != nil {
 		t.Fatalf("create network namespace %s: %v", name, err)
@@ -53,6 +60,12 @@ func NewNetNS(t testing.TB, prefix string) *NetNS {
 		}
 	})
 	ns.MustRun(t, "ip", "link", "set", "lo", "up")
+	// A new namespace copies IPv4's settings from the machine's own (the
+	// kernel's default devconf_inherit_init_net=0): on a machine that
+	// forwards (Docker, kind) every test host would be a router. Start from
+	// the kernel's defaults; tests that want forwarding turn it on.
+	ns.Sysctl(t, "net/ipv4/ip_forward", "0")
+	ns.Sysctl(t, "net/ipv6/conf/all/forwarding", "0")
 	return ns
 }
 
@@ -75,7 +88,7 @@ func createNamedNS(name string) error {
 }
 
 // DeleteNetNS removes the named namespace.
-func DeleteNetNS(name string) error { return netns.DeleteNamed(name) }
+func DeleteNetNS(name string) error { return deleteNetNSFile(filepath.Join(netnsRunDir, name)) }
 
 // Do runs f on a locked OS thread inside the namespace (sockets opened in f
 // belong to the namespace and stay there after f returns).

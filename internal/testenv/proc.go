@@ -23,6 +23,10 @@ type daemon struct {
 	done   chan struct{}
 	err    error // set before done is closed
 	logPth string
+	// logFrom is the log's size when this process started: a restarted
+	// process appends to the same file, and what an earlier run printed
+	// must not answer for this one.
+	logFrom int64
 }
 
 // startDaemon starts bin with args, logging to dir/name.out.
@@ -31,6 +35,10 @@ func startDaemon(dir, name string, env []string, bin string, args ...string) (*d
 	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", out, err)
+	}
+	var from int64
+	if st, err := f.Stat(); err == nil {
+		from = st.Size()
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
@@ -41,7 +49,7 @@ func startDaemon(dir, name string, env []string, bin string, args ...string) (*d
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	d := &daemon{name: name, cmd: cmd, done: make(chan struct{}), logPth: out}
+	d := &daemon{name: name, cmd: cmd, done: make(chan struct{}), logPth: out, logFrom: from}
 	go func() {
 		d.err = cmd.Wait()
 		f.Close()
@@ -188,6 +196,19 @@ func (p *Process) Exited() error { return p.d.exited() }
 
 // Log returns the end of the process's output.
 func (p *Process) Log(lines int) string { return tail(p.d.logPth, lines) }
+
+// Output returns everything this process (not an earlier one logging to
+// the same file) has printed so far.
+func (p *Process) Output() string {
+	b, err := os.ReadFile(p.d.logPth)
+	if err != nil {
+		return err.Error()
+	}
+	if int64(len(b)) < p.d.logFrom {
+		return ""
+	}
+	return string(b[p.d.logFrom:])
+}
 
 // Pid is the process id.
 func (p *Process) Pid() int { return p.d.Pid() }

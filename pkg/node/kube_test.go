@@ -72,7 +72,9 @@ func TestNodeAgentKubeAPIServer(t *testing.T) {
 	cfg := node.DefaultConfig()
 	cfg.NodeName, cfg.NetNS, cfg.RTTables = n.Name, netns.Name, rt
 	cfg.ClusterSubnets = topo.ClusterSubnets
-	cfg.WithdrawGrace = 500 * time.Millisecond
+	// Long enough that a loaded machine still reads the SNAT between the
+	// withdrawal and the grace's end (the test polls the API and forks nft).
+	cfg.WithdrawGrace = 3 * time.Second
 	cfg.HealthListen = true
 	log := logrus.New()
 	log.SetOutput(io.Discard)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -165,11 +166,29 @@ func leavesAs(t *testing.T, pod, ext *testenv.NetNS, src, dst netip.Addr, dport 
 // reports whether ext sees it arrive with source seenAs.
 func arrivesAs(t *testing.T, pod, ext *testenv.NetNS, src, dst, seenAs netip.Addr, dport uint16, flags byte) bool {
 	t.Helper()
+	// The sniffer's socket is open before the segment is sent: a segment
+	// sent earlier would be missed, and a missed leak reads as no leak.
+	fd := rawTCPSocket(t, ext)
+	defer unix.Close(fd)
 	seen := make(chan bool, 1)
-	go func() { seen <- sniffTCPFrom(t, ext, seenAs, dport, 700*time.Millisecond) }()
-	time.Sleep(100 * time.Millisecond)
+	go func() { seen <- sniffTCPFrom(t, fd, seenAs, dport, 700*time.Millisecond) }()
 	sendTCP(t, pod, src, dst, dport, flags)
 	return <-seen
+}
+
+// rawTCPSocket opens a raw socket in ns that sees every incoming TCP
+// segment.
+func rawTCPSocket(t *testing.T, ns *testenv.NetNS) int {
+	t.Helper()
+	var fd int
+	err := ns.Do(func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_TCP)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("raw socket: %v", err)
+	}
+	return fd
 }
 
 // guardDrops reads the leak guard's counters in the agent's namespace.
@@ -222,19 +241,9 @@ func tcpChecksum(src, dst netip.Addr, seg []byte) uint16 {
 	return ^uint16(sum)
 }
 
-// sniffTCPFrom reports whether a TCP segment from src to dport arrives in
-// ns within timeout (a raw socket sees every incoming TCP segment).
-func sniffTCPFrom(t *testing.T, ns *testenv.NetNS, src netip.Addr, dport uint16, timeout time.Duration) bool {
-	var fd int
-	err := ns.Do(func() (err error) {
-		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_TCP)
-		return err
-	})
-	if err != nil {
-		t.Errorf("raw socket: %v", err)
-		return false
-	}
-	defer unix.Close(fd)
+// sniffTCPFrom reports whether a TCP segment from src to dport arrives on
+// the raw socket fd (rawTCPSocket) within timeout.
+func sniffTCPFrom(t *testing.T, fd int, src netip.Addr, dport uint16, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	buf := make([]byte, 2048)
 	for time.Now().Before(deadline) {
@@ -244,8 +253,11 @@ func sniffTCPFrom(t *testing.T, ns *testenv.NetNS, src netip.Addr, dport uint16,
 			return false
 		}
 		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
 		if err != nil {
-			return false
+			return false // EAGAIN: the timeout passed
 		}
 		ihl := int(buf[0]&0x0f) * 4
 		if n < ihl+4 {

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/knftables"
 
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	"github.com/ovn-egress/ovn-egress/pkg/node"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -39,6 +40,12 @@ func (w *world) agentState() translate.NodeState {
 // netns creates a named network namespace with lo up; the returned
 // function deletes it.
 func netns(name string) (func(), error) {
+	// /run/netns set up as the tests set it up (shared self-bind, under
+	// their lock), so that this `ip netns add` never stacks a bind over
+	// namespaces a test process beside it has mounted.
+	if err := testenv.PrepareNetNSDir(); err != nil {
+		return nil, err
+	}
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("ip netns add %s: %w: %s", name, err, out)
 	}
@@ -64,13 +71,13 @@ func (b *bench) runNodeAgent(ctx context.Context, r *result) error {
 	// Both namespaces exist before either is measured and are deleted only
 	// at the end: the kernel tears a namespace's rules down asynchronously,
 	// and that work would otherwise run during the second measurement.
-	name := fmt.Sprintf("oeb-%d-agent", os.Getpid())
+	name := fmt.Sprintf("oeb-agent-%d-1", os.Getpid())
 	del, err := netns(name)
 	if err != nil {
 		return err
 	}
 	defer del()
-	limitNS := fmt.Sprintf("oeb-%d-limit", os.Getpid())
+	limitNS := fmt.Sprintf("oeb-limit-%d-2", os.Getpid())
 	delLimit, err := netns(limitNS)
 	if err != nil {
 		return err

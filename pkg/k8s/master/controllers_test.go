@@ -17,6 +17,7 @@ import (
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // TestControllersSplitAcrossTwoMasters: --controllers splits the master
@@ -44,9 +45,12 @@ func TestControllersSplitAcrossTwoMasters(t *testing.T) {
 	c.eventually("status.host", func() bool { return c.host("web") != "" })
 	host := c.host("web")
 	c.eventually("the host's set", func() bool { return c.setAddresses(host) == `["10.244.1.5"]` })
-	if l := c.egressLabels(); len(l) != 1 {
-		t.Errorf("labels %v, want one on %s", l, host)
-	}
+	// The label is written by the selecting master's node sync, apart from
+	// the set the other master writes: wait for it too.
+	c.eventually("the label on the host alone", func() bool {
+		l := c.egressLabels()
+		return len(l) == 1 && l[translate.NodeLabel(c.ns, "web")] == host
+	})
 	if n := mt.Sync().Stats().Transactions; n == 0 {
 		t.Errorf("the translating master wrote no NB transaction")
 	}

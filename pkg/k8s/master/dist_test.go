@@ -125,15 +125,11 @@ func TestNodeAgentChangesOnlyItsOwnNode(t *testing.T) {
 		return err
 	}
 	report := func(v string) string { return `{"metadata":{"annotations":{"ovn-egress.io/programmed":"` + v + `"}}}` }
-	// The policy takes effect within a moment of its creation: wait until
-	// the first refusal shows, then check every case.
-	deadline := time.Now().Add(20 * time.Second)
-	for patch(agentA, "vap-b", report("{}")) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("node A's agent may still write node B's report 20 s after the policy was applied")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The policy takes effect a moment after its creation (the API server
+	// loads it asynchronously, and RBAC too): wait until the policy's own
+	// refusal shows — not any error — then check every case.
+	waitRefusedBy(t, "ValidatingAdmissionPolicy 'ovn-egress-node'", "node A's agent writing node B's report",
+		func() error { return patch(agentA, "vap-b", report("{}")) })
 	if err := patch(agentA, "vap-a", report(`{\"ns/web\":{}}`)); err != nil {
 		t.Errorf("node A's agent cannot write its own report: %v", err)
 	}
@@ -197,13 +193,16 @@ func checkReportConfigMaps(t *testing.T, agentA, agentNoNode kubernetes.Interfac
 	t.Cleanup(func() {
 		_ = kube.Client.CoreV1().ConfigMaps(ns).Delete(context.Background(), "ovn-egress-report.vap-b", metav1.DeleteOptions{})
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for create(agentA, "ovn-egress-report.vap-x", "vap-x") == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("node A's agent may still write any report ConfigMap 20 s after the policy was applied")
+	// Wait for the policy's own refusal; a create that succeeds before the
+	// policy is loaded is deleted again, so the next try is a create again
+	// (not an AlreadyExists that would end the wait early).
+	waitRefusedBy(t, "ValidatingAdmissionPolicy 'ovn-egress-node-report'", "node A's agent writing node x's report", func() error {
+		_, err := agentA.CoreV1().ConfigMaps(ns).Create(ctx, cm("ovn-egress-report.vap-x", "vap-x"), metav1.CreateOptions{})
+		if err == nil {
+			_ = kube.Client.CoreV1().ConfigMaps(ns).Delete(ctx, "ovn-egress-report.vap-x", metav1.DeleteOptions{})
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 	for _, name := range []string{"ovn-egress-report.vap-a", "ovn-egress-report-1.vap-a", "ovn-egress-report-12.vap-a"} {
 		if err := create(agentA, name, "vap-a"); err != nil {
 			t.Fatalf("node A's agent cannot create its own report %s: %v", name, err)
@@ -238,6 +237,24 @@ func checkReportConfigMaps(t *testing.T, agentA, agentNoNode kubernetes.Interfac
 	got, err := kube.Client.CoreV1().ConfigMaps(ns).Get(ctx, "ovn-egress-report.vap-a", metav1.GetOptions{})
 	if err != nil || got.Data["node"] != "vap-a" || got.Data["programmed"] != `{"ns/web":{}}` {
 		t.Errorf("node A's report after the refusals: %v (%v)", got.Data, err)
+	}
+}
+
+// waitRefusedBy retries try until it fails with an error naming by (an
+// admission policy loads a moment after its creation); any other outcome —
+// success, or another error — is retried until 30 s pass.
+func waitRefusedBy(t *testing.T, by, what string, try func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := try()
+		if err != nil && strings.Contains(err.Error(), by) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v 30 s after the policy was applied, want refused by %s", what, err, by)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -100,13 +100,21 @@ func TestHostileObjectsThroughTheAPIServer(t *testing.T) {
 	}
 	agent.check(t, "after the hostile objects")
 	c.checkPoliciesReferenceSets()
-	warnings, err := kube.Client.CoreV1().Events(c.ns).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Events reach the API server through an asynchronous broadcaster:
+	// wait for them rather than read once.
 	reasons := map[string]int{}
-	for _, e := range warnings.Items {
-		reasons[e.Reason]++
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		warnings, err := kube.Client.CoreV1().Events(c.ns).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(reasons)
+		for _, e := range warnings.Items {
+			reasons[e.Reason]++
+		}
+		if len(reasons) >= 3 || time.Now().After(deadline) {
+			break
+		}
 	}
 	t.Logf("Warning Events by reason: %v", reasons)
 	if len(reasons) < 3 {

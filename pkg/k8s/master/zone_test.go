@@ -192,8 +192,8 @@ func TestClusterRouteHandedOverToEgressIP(t *testing.T) {
 	}
 	set := translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4")
 	wait("the host's rows gone", func() bool {
-		out, _ := z2.NBCtl("--if-exists", "get", "Address_Set", set, "addresses")
-		return out == ""
+		out, err := z2.NBCtl("--if-exists", "get", "Address_Set", set, "addresses")
+		return err == nil && out == ""
 	})
 	if u, o := route(); u != owned || o != "{}" {
 		t.Errorf("the cluster route EgressIP relies on: %q %s; want %s kept, without ovn-egress's ids", u, o, owned)

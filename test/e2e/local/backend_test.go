@@ -62,8 +62,8 @@ func TestSwitchBackend(t *testing.T) {
 	c.opts.backend = "host"
 	c.startMaster()
 	c.eventually("NAT rows gone", 20*time.Second, func() bool {
-		out, _ := c.ovn.NBCtl("--bare", "--columns=_uuid", "find", "NAT", "external_ids:k8s.ovn.org/owner-controller=ovn-egress")
-		return out == ""
+		out, err := c.ovn.NBCtl("--bare", "--columns=_uuid", "find", "NAT", "external_ids:k8s.ovn.org/owner-controller=ovn-egress")
+		return err == nil && out == ""
 	})
 	c.expectSource(p1, 15*time.Second, only(lb))
 	stop()

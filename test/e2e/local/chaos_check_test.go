@@ -263,7 +263,10 @@ func (s *chaosState) nothingLeft() {
 	for {
 		left = ""
 		for _, table := range []string{"Logical_Router_Policy", "Address_Set", "NAT", "Logical_Router_Static_Route"} {
-			out, _ := c.ovn.NBCtl("--bare", "--columns=external_ids", "find", table, "external_ids:k8s.ovn.org/owner-controller=ovn-egress")
+			out, err := c.ovn.NBCtl("--bare", "--columns=external_ids", "find", table, "external_ids:k8s.ovn.org/owner-controller=ovn-egress")
+			if err != nil {
+				left += table + ": " + err.Error() + "\n" // unread is not empty
+			}
 			for _, row := range strings.Split(strings.TrimSpace(out), "\n\n") {
 				if row != "" && !strings.Contains(row, "owner-type\"=EgressServiceNodeIPs") && !strings.Contains(row, "owner-type=EgressServiceNodeIPs") {
 					left += table + ": " + row + "\n"

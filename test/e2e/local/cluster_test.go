@@ -312,7 +312,7 @@ func (c *cluster) startAgent(node string) *testenv.Process {
 		args = append(args, c.opts.agentArgs...)
 		p := c.procs.Start(c.dir, "agent-"+node, nil, bin, args...)
 		c.agents[node] = p
-		if attempt == 3 || !metricsPortTaken(p) {
+		if attempt == 3 || !metricsPortTaken(c.t, p) {
 			return p
 		}
 		c.t.Logf("agent %s: metrics port %s taken meanwhile; starting it on another", node, c.agentMetrics[node])
@@ -321,10 +321,12 @@ func (c *cluster) startAgent(node string) *testenv.Process {
 }
 
 // metricsPortTaken waits until p serves its metrics or exits, and reports
-// whether it exited because its metrics address was in use.
-func metricsPortTaken(p *testenv.Process) bool {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		log := p.Log(20)
+// whether it exited because its metrics address was in use. It reads only
+// what this run of p printed (a restart appends to the same log).
+func metricsPortTaken(t testing.TB, p *testenv.Process) bool {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		log := p.Output()
 		if strings.Contains(log, "serving /metrics") {
 			return false
 		}
@@ -332,6 +334,7 @@ func metricsPortTaken(p *testenv.Process) bool {
 			return strings.Contains(log, "address already in use")
 		}
 	}
+	t.Logf("no \"serving /metrics\" within 30 s (the test goes on; its own waits tell):\n%s", p.Log(20))
 	return false
 }
 

@@ -209,8 +209,9 @@ func testFailover(t *testing.T, backend string, notReady bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sum, _ := m.Get("ovn_egress_failover_seconds_sum"); sum <= 0 || sum > 5 {
-			t.Errorf("ovn_egress_failover_seconds_sum = %v, want within (0, 5]", sum)
+		// A plausible value, not a speed bound (make bench measures that).
+		if sum, _ := m.Get("ovn_egress_failover_seconds_sum"); sum <= 0 || sum > 30 {
+			t.Errorf("ovn_egress_failover_seconds_sum = %v, want within (0, 30]", sum)
 		} else {
 			t.Logf("failover (last good probe → NB rows repointed) %.3fs", sum)
 		}

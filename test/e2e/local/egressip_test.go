@@ -247,7 +247,12 @@ func TestEgressIP(t *testing.T) {
 		}
 		return onNode["node2"].IsValid() && onNode["node3"].IsValid()
 	})
-	c.expectSource(selected, 15*time.Second, only(ips))
+	// Wait for ECMP itself: both egress IPs seen and nothing else (the
+	// second next hop and SNAT may follow the first by a moment).
+	c.eventually("the selected pod leaving with both egress IPs", 30*time.Second, func() bool {
+		seen := c.sourcesOf(selected, 10, 2*time.Second)
+		return seen[ips[0]] > 0 && seen[ips[1]] > 0 && len(seen) == 2
+	})
 	seen := c.sourcesOf(selected, 40, 2*time.Second)
 	t.Logf("40 connections of the selected pod left with %v", seen)
 	if seen[ips[0]] == 0 || seen[ips[1]] == 0 || len(seen) != 2 {
@@ -329,8 +334,8 @@ func TestEgressIP(t *testing.T) {
 	}
 	c.expectSource(selected, 15*time.Second, c.nodeAddr("node1"))
 	c.eventually("no EgressIP rows left", 10*time.Second, func() bool {
-		out, _ := c.ovn.NBCtl("--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/name="+e.Name)
-		return strings.TrimSpace(out) == ""
+		out, err := c.ovn.NBCtl("--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/name="+e.Name)
+		return err == nil && strings.TrimSpace(out) == ""
 	})
 }
 

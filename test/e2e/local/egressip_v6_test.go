@@ -96,7 +96,23 @@ func TestEgressIPv6Failover(t *testing.T) {
 		}
 		c.dp.RestoreGateway(t, first)
 		c.revive(first)
-		time.Sleep(2 * time.Second) // the master's probes (every 200 ms) see it answer again
+		// The master's probes (every 200 ms) see it answer again: its
+		// failure count stops growing for three probe intervals.
+		revived := first
+		c.eventually("the master's probes of "+revived+" answered", 20*time.Second, func() bool {
+			failures := func() (float64, bool) {
+				m, err := c.masterMetrics(c.leaderIndex())
+				if err != nil {
+					return 0, false
+				}
+				v, _ := m.Get("ovn_egress_health_probe_failures_total", "node", revived)
+				return v, true
+			}
+			a, ok1 := failures()
+			time.Sleep(600 * time.Millisecond)
+			b, ok2 := failures()
+			return ok1 && ok2 && a == b
+		})
 		first = survivor
 	}
 	slices.Sort(took)

@@ -33,12 +33,13 @@ func (c *cluster) leaderMetricAtLeast(min float64, name string, labels ...string
 
 func (c *cluster) leaderMetricIs(ok func(float64) bool, want, name string, labels ...string) {
 	c.t.Helper()
-	i := c.leaderIndex()
+	var i int
 	var got float64
 	var present bool
 	var err error
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
+		i = c.leaderIndex() // the lease may move while we wait
 		var m testenv.Samples
 		if m, err = c.masterMetrics(i); err == nil {
 			if got, present = m.Get(name, labels...); present && ok(got) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // table gives every host a routing table whose default route leads out of
@@ -187,7 +189,30 @@ func TestUnassignedTrafficDropped(t *testing.T) {
 	p1 := c.addPod("p1", "node1", 5)
 	lb := c.service("web", 0, p1)
 	c.egressService("web", egressv1.EgressServiceSpec{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"egress": "yes"}}})
-	time.Sleep(time.Second) // the master has seen it
+	// Wait for the drop itself: p1's addresses in the unassigned set in NB,
+	// and then p1 no longer answered from outside (northd and
+	// ovn-controller follow the set a moment later).
+	c.eventually("p1's addresses in the unassigned set", 20*time.Second, func() bool {
+		out, err := c.ovn.NBCtl("--bare", "--columns=addresses", "find", "Address_Set",
+			"external_ids:k8s.ovn.org/owner-type="+translate.OwnerUnassigned)
+		if err != nil {
+			return false
+		}
+		for _, ip := range p1.ips {
+			if !slices.Contains(strings.Fields(strings.ReplaceAll(out, `"`, " ")), ip.String()) {
+				return false
+			}
+		}
+		return true
+	})
+	c.eventually("p1's traffic dropped", 20*time.Second, func() bool {
+		for _, ext := range c.dp.ExtIPs() {
+			if _, _, err := testenv.AskUntil(p1.ns, "tcp", netip.AddrPortFrom(ext, echoPort), time.Second); err == nil {
+				return false
+			}
+		}
+		return true
+	})
 	if h := c.host("web", func(string) bool { return true }); h != "" {
 		t.Fatalf("host %q, want none", h)
 	}

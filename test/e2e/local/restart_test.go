@@ -32,10 +32,17 @@ func TestRestarts(t *testing.T) {
 	c.eventually("standby leads", 20*time.Second, func() bool {
 		return strings.Contains(c.masters[standby].Log(200), "became leader")
 	})
-	c.eventually("standby converged", 10*time.Second, func() bool {
-		return strings.Contains(c.masters[standby].Log(200), "translation controller started")
+	// Converged: its translation controller has synced and has nothing
+	// left to do (its own metrics say so), not merely started.
+	c.eventually("standby converged", 30*time.Second, func() bool {
+		m, err := c.masterMetrics(standby)
+		if err != nil {
+			return false
+		}
+		syncs, _ := m.Get("ovn_egress_controller_sync_duration_seconds_count", "controller", "nbsync")
+		depth, present := m.Get("ovn_egress_controller_queue_depth", "controller", "nbsync")
+		return syncs >= 1 && present && depth == 0
 	})
-	time.Sleep(2 * time.Second)
 	if log := c.masters[standby].Log(500); strings.Contains(log, "nb rows converged") {
 		t.Errorf("the new leader wrote to NB with nothing changed:\n%s", log)
 	}
