@@ -37,3 +37,4 @@ render master-deployment.yaml dist/ic/master-deployment.yaml --set mode=ic
 render node-daemonset.yaml dist/ic/node-daemonset.yaml --set mode=ic
 render node-rbac.yaml dist/ic/node-rbac-egressip.yaml --set mode=ic --set egressIP.enabled=true
 render node-rbac.yaml dist/node/rbac-egressip.yaml --set egressIP.enabled=true
+render master-rbac.yaml dist/master/rbac-egressip.yaml --set egressIP.enabled=true

@@ -12,21 +12,25 @@ import (
 )
 
 func migrateCommand() *cli.Command {
-	flags := append(nbFlags(),
+	flags := append(append(nbFlags(), kubeFlags()...),
 		&cli.BoolFlag{Name: "apply", Usage: "remove what is listed (without it: a dry run that changes nothing)", Category: catXlate},
+		&cli.BoolFlag{Name: "status", Usage: "also the API (--kubeconfig): EgressServices whose status.host another field manager wrote (ovn-kubernetes' cluster-manager) — ovn-egress takes the field over without changing it, ending the master's hold on them", Category: catKube},
 		&cli.BoolFlag{Name: "node", Usage: "also this node's nftables: ovn-kubernetes' egress-services chain and egress-service-snat-v4/v6 maps in table inet ovn-kubernetes", Category: catNode},
 		&cli.StringFlag{Name: "netns", Usage: "with --node: the network namespace to look in (default: the host's)", Category: catNode},
 		&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up after this long", Category: catOVN},
 	)
 	return &cli.Command{
 		Name:  "migrate",
-		Usage: "list (dry run) or remove (--apply) what ovn-kubernetes' built-in egress-service feature left behind",
+		Usage: "list (dry run) or remove (--apply) what ovn-kubernetes' built-in egress features left behind",
 		Description: "Lists ovn-kubernetes' own EgressService rows in one NB (--nb-address; in interconnect, run it for\n" +
-			"every zone's NB): its reroute policies carrying an EgressSVC external id, and the addresses of its\n" +
-			"egresssvc-served-pods sets (emptied, not deleted: its EgressIP policy references them). With --node,\n" +
-			"also this node's egress-services nftables chain and maps. Only objects that are provably ovn-kubernetes'\n" +
-			"egress-service feature's are touched; ip rules are not (see docs/migration.md). Run it only after\n" +
-			"ovn-kubernetes runs with --enable-egress-service=false, or it writes them again. Exit 0, or 2 on errors.",
+			"every zone's NB): its reroute policies carrying an EgressSVC external id, the addresses of its\n" +
+			"egresssvc-served-pods sets (emptied, not deleted: its EgressIP policy references them), and its\n" +
+			"EgressIP no-reroute policies (EIP-No-Reroute-*) when its EgressIP serves no pod there. With --node,\n" +
+			"also this node's egress-services nftables chain and maps. With --status, the EgressServices whose\n" +
+			"status.host another field manager wrote (taken over, value unchanged). Only objects that are provably\n" +
+			"ovn-kubernetes' are touched; ip rules are not (see docs/migration.md). Run it only after ovn-kubernetes\n" +
+			"runs with --enable-egress-service=false (and --enable-egress-ip=false), or it writes them again.\n" +
+			"Exit 0, or 2 on errors.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
@@ -37,7 +41,7 @@ func migrateCommand() *cli.Command {
 			}
 			switch {
 			case n == 0:
-				fmt.Fprintln(c.App.Writer, "nothing of ovn-kubernetes' egress-service feature is left")
+				fmt.Fprintln(c.App.Writer, "nothing of ovn-kubernetes' egress features is left")
 			case c.Bool("apply"):
 				fmt.Fprintf(c.App.Writer, "removed %d objects\n", n)
 			default:
@@ -77,8 +81,15 @@ func migrate(ctx context.Context, c *cli.Context) (int, error) {
 			}
 		}
 		n += len(ls)
-	} else if !c.Bool("node") {
-		return 0, fmt.Errorf("nothing to look at: give --nb-address, --node, or both")
+	} else if !c.Bool("node") && !c.Bool("status") {
+		return 0, fmt.Errorf("nothing to look at: give --nb-address, --node, --status, or several")
+	}
+	if c.Bool("status") {
+		k, err := migrateStatusWriters(ctx, c, verb, apply)
+		n += k
+		if err != nil {
+			return n, err
+		}
 	}
 	if c.Bool("node") {
 		ls, err := node.MigrateNode(ctx, c.String("netns"), apply)

@@ -118,7 +118,50 @@ EOF`)
 	}
 
 	out, _, code = run(t, args...)
-	if code != 0 || !strings.Contains(out, "nothing of ovn-kubernetes' egress-service feature is left") {
+	if code != 0 || !strings.Contains(out, "nothing of ovn-kubernetes' egress features is left") {
 		t.Errorf("second dry run: exit %d:\n%s", code, out)
+	}
+}
+
+// TestMigrateEIPNoRerouteLeftovers: ovn-kubernetes' egress-service feature
+// writes four EgressIP no-reroute policies (EIP-No-Reroute-*) per zone and
+// leaves them when turned off (seen with the real binaries). While its
+// EgressIP serves no pod there (no EgressIP reroute, SNAT or served-pods
+// address), migrate lists them and --apply removes them, nothing else; the
+// same policies beside a serving EgressIP are its own and stay.
+func TestMigrateEIPNoRerouteLeftovers(t *testing.T) {
+	o := testenv.NewOVN(t)
+	topo := testenv.DefaultTopology(2, ipfamily.V4)
+	o.BuildTopology(t, topo)
+	nbctl := func(args ...string) string { return o.MustNBCtl(t, args...) }
+	for _, name := range []string{"EIP-No-Reroute-Pod-To-Pod", "EIP-No-Reroute-Pod-To-Join", "EIP-No-Reroute-Pod-To-Node", "EIP-No-Reroute-Service"} {
+		nbctl("--", "--id=@p", "create", "Logical_Router_Policy", "priority=102", `match="ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16"`,
+			"action=allow", `external_ids:"k8s.ovn.org/owner-controller"="default-network-controller"`, `external_ids:"k8s.ovn.org/owner-type"="EgressIP"`,
+			`external_ids:"k8s.ovn.org/name"="`+name+`"`, "--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p")
+	}
+	served := "a8519615025667110816"
+	nbctl("create", "Address_Set", "name="+served, `external_ids:"k8s.ovn.org/owner-controller"="default-network-controller"`,
+		`external_ids:"k8s.ovn.org/owner-type"="EgressIP"`, `external_ids:"k8s.ovn.org/name"="egressip-served-pods"`, `external_ids:"ip-family"="v4"`)
+	args := []string{"migrate", "--nb-address", o.NBAddress()}
+
+	// Its EgressIP serves a pod: the policies are its own.
+	nbctl("add", "Address_Set", served, "addresses", `"10.244.1.9"`)
+	if out, _, code := run(t, args...); code != 0 || strings.Contains(out, "EIP-No-Reroute") {
+		t.Errorf("with ovn-kubernetes' EgressIP serving a pod: exit %d, listed:\n%s", code, out)
+	}
+	nbctl("clear", "Address_Set", served, "addresses")
+
+	out, _, code := run(t, args...)
+	if code != 0 || strings.Count(out, "EIP-No-Reroute") != 4 || !strings.Contains(out, "--apply removes these 4 objects") {
+		t.Fatalf("dry run: exit %d:\n%s", code, out)
+	}
+	if out, stderr, code := run(t, append(args, "--apply")...); code != 0 || !strings.Contains(out, "removed 4 objects") {
+		t.Fatalf("apply: exit %d:\n%s\n%s", code, out, stderr)
+	}
+	if left := nbctl("--bare", "--columns=_uuid", "find", "Logical_Router_Policy", `external_ids:"k8s.ovn.org/owner-type"="EgressIP"`); strings.TrimSpace(left) != "" {
+		t.Errorf("EIP-No-Reroute policies left: %s", left)
+	}
+	if got := nbctl("--bare", "--columns=name", "find", "Address_Set", `external_ids:"k8s.ovn.org/name"="egressip-served-pods"`); strings.TrimSpace(got) != served {
+		t.Errorf("the egressip-served-pods set was touched: %q", got)
 	}
 }

@@ -21,7 +21,8 @@ func nodeCommand() *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "node-name", Usage: "the Node this agent runs on", Category: catNode, EnvVars: []string{"NODE_NAME"}, Required: true},
 		reportNamespaceFlag(catNode),
-		&cli.IntFlag{Name: "rule-priority", Value: d.RulePriority, Usage: "ip rule priority the agent owns in both families (every rule there is its own)", Category: catNode},
+		&cli.IntFlag{Name: "rule-priority", Value: d.RulePriority, Usage: "ip rule priority of the agent's rules in both families (not one of ovn-kubernetes': 2000, 5999, 6000, 6001)", Category: catNode},
+		&cli.UintFlag{Name: "rule-protocol", Value: uint(d.RuleProtocol), Usage: "protocol value marking the agent's ip rules (1-255, not ovn-kubernetes' 84 or 85): it changes or deletes only rules that carry it", Category: catNode},
 		&cli.DurationFlag{Name: "withdraw-grace", Value: d.WithdrawGrace, Usage: "wait after withdrawing a service from the readiness report before removing its SNAT and rules", Category: catNode},
 		&cli.DurationFlag{Name: "withdrawn-hold", Value: d.WithdrawnHold, Usage: "after removing an endpoint's SNAT, drop its packets that would still leave the node unSNATed for this long (a reroute the master has not taken out yet; at least 1s)", Category: catNode},
 		&cli.DurationFlag{Name: "resync-interval", Value: d.ResyncInterval, Usage: "re-apply the node plan this often (0 disables)", Category: catNode},
@@ -120,6 +121,11 @@ func nodeConfig(c *cli.Context) (node.Config, error) {
 	cfg.NodeName = c.String("node-name")
 	cfg.ReportNamespace = c.String("report-namespace")
 	cfg.RulePriority = c.Int("rule-priority")
+	p := c.Uint("rule-protocol")
+	if p > 255 {
+		return cfg, fmt.Errorf("--rule-protocol %d: want 1-255", p)
+	}
+	cfg.RuleProtocol = uint8(p)
 	cfg.WithdrawGrace = c.Duration("withdraw-grace")
 	cfg.WithdrawnHold = c.Duration("withdrawn-hold")
 	cfg.ResyncInterval = c.Duration("resync-interval")

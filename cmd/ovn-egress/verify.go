@@ -157,7 +157,7 @@ func verify(ctx context.Context, c *cli.Context) (verifyResult, error) {
 		return res, err
 	}
 	res.changes, res.problems = plan.Changes(), d.Problems
-	if res.conflicts, err = conflicts(ctx, nb, cfg, objs, d, remote && in.Zone == ""); err != nil {
+	if res.conflicts, err = conflicts(ctx, nb, cfg, objs, d, remote && in.Zone == "", len(eipKeys) > 0); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -187,24 +187,41 @@ func zoneOfNB(ctx context.Context, nb client.Client, nodes map[string]*translate
 }
 
 // conflicts lists what stops ovn-egress's rows from working in this NB:
-// ovn-kubernetes' own egress-service handling (its rows, its status
-// writes), other controllers' policies at the reroute priority matching
+// ovn-kubernetes' own egress-service handling (its rows), its EgressIP
+// serving pods here (when ovn-egress's EgressIPs have rows here: egressIPs),
+// status.host written by another field manager within the master's hold,
+// other controllers' policies at the reroute priority matching
 // ovn-egress's endpoints (OVN's choice between equal priorities is
 // undefined), and a central translation of a zone's NB.
-func conflicts(ctx context.Context, nb client.Client, cfg translate.Config, objs translate.Objects, d *translate.Desired, centralOnZone bool) ([]string, error) {
+func conflicts(ctx context.Context, nb client.Client, cfg translate.Config, objs translate.Objects, d *translate.Desired, centralOnZone, egressIPs bool) ([]string, error) {
 	var out []string
 	pols, served, _, err := ovn.ForeignEgressService(ctx, nb, cfg.ReroutePriority)
 	if err != nil {
 		return nil, err
 	}
 	cf := coexist.Conflict{EgressSVCPolicies: pols, ServedPods: served, InterconnectNB: centralOnZone}
-	for _, es := range objs.EgressServices {
-		if coexist.WrittenByOVNKube(es.ManagedFields) {
-			cf.StatusWriters = append(cf.StatusWriters, translate.EgressServiceKey(es))
-		}
+	if cf.EgressIPRows, err = ovn.OVNKubeEgressIPServing(ctx, nb); err != nil {
+		return nil, err
 	}
 	if cf.Active() {
 		out = append(out, cf.String())
+	}
+	if cf.EgressIPRows > 0 && egressIPs {
+		out = append(out, cf.EgressIPString())
+	}
+	// A status.host another field manager wrote within the master's hold
+	// (its default): the master leaves that service's host and label alone.
+	for _, es := range objs.EgressServices {
+		w, foreign := coexist.ForeignStatusWriter(es.ManagedFields)
+		if !foreign {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, w.Time)
+		if err == nil && time.Since(at) >= coexist.DefaultHold {
+			continue
+		}
+		out = append(out, fmt.Sprintf("EgressService %s: status.host %q was written by field manager %q, not ovn-egress: the master leaves its host and node label alone for %s after that write (`ovn-egress migrate --apply` ends it)",
+			translate.EgressServiceKey(es), es.Status.Host, w.Manager, coexist.DefaultHold))
 	}
 	eps := map[string]string{} // endpoint → the owned set holding it
 	for _, k := range d.Keys() {

@@ -49,7 +49,7 @@ func TestVerifyZonesEgressIP(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = eips.K8sV1().EgressIPs().Delete(context.Background(), e.Name, metav1.DeleteOptions{}) })
 	e.Status.Items = []egressipv1.EgressIPStatusItem{{Node: "node3", EgressIP: "172.18.0.240"}} // as the master assigns it
-	if _, err := eips.K8sV1().EgressIPs().UpdateStatus(ctx, e, metav1.UpdateOptions{}); err != nil {
+	if _, err := eips.K8sV1().EgressIPs().Update(ctx, e, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -112,6 +112,17 @@ func TestVerifyZonesEgressIP(t *testing.T) {
 		}
 	}
 	stopZones() // converged; nothing repairs what follows
+	// ovn-kubernetes' own EgressIP serving a pod in zone node1 (its
+	// reroute): a conflict, exit 1 (before: "0 conflicts").
+	zones["node1"].MustNBCtl(t, "--", "--id=@p", "create", "Logical_Router_Policy", "priority=100", `match="ip4.src == 10.244.1.9"`,
+		"action=reroute", `nexthops="100.88.0.4"`, `external_ids:"k8s.ovn.org/owner-controller"="default-network-controller"`,
+		`external_ids:"k8s.ovn.org/owner-type"="EgressIP"`, `external_ids:"k8s.ovn.org/name"="other_ns/pod"`,
+		"--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p")
+	if out, code := verify("node1"); code != 1 || !strings.Contains(out, "conflict") || !strings.Contains(out, "--enable-egress-ip=false") {
+		t.Errorf("zone node1 with ovn-kubernetes' EgressIP serving a pod: exit %d\n%s", code, out)
+	}
+	u := strings.TrimSpace(zones["node1"].MustNBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/name=other_ns/pod"))
+	zones["node1"].MustNBCtl(t, "remove", "Logical_Router", "ovn_cluster_router", "policies", u)
 	zones["node1"].MustNBCtl(t, "clear", "Address_Set", find("node1", "Address_Set"), "addresses")
 	if out, code := verify("node1"); code == 0 || !strings.Contains(out, "different") || !strings.Contains(out, "EgressIP:"+e.Name) {
 		t.Errorf("zone node1 with the EgressIP's set emptied: exit %d\n%s", code, out)

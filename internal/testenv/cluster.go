@@ -127,7 +127,9 @@ func (k *Kube) SetHost(t testing.TB, ns, name, host string, mutate ...func(*egre
 		t.Fatalf("egressservice %s/%s: %v", ns, name, err)
 	}
 	es.Status.Host = host
-	es, err = api.UpdateStatus(ctx, es, metav1.UpdateOptions{})
+	// As ovn-egress's host selection writes it: a host chosen before (by
+	// another field manager, the master would hold the service, coexist).
+	es, err = api.UpdateStatus(ctx, es, metav1.UpdateOptions{FieldManager: "ovn-egress-selection"})
 	if err != nil {
 		t.Fatalf("egressservice %s/%s status: %v", ns, name, err)
 	}

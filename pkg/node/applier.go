@@ -17,9 +17,16 @@ import (
 
 // ApplierConfig tunes the Applier.
 type ApplierConfig struct {
-	// RulePriority is the ip rule priority the agent owns, in both
-	// families: every rule there is the agent's, no rule elsewhere is.
+	// RulePriority is the ip rule priority the agent's rules have, in both
+	// families.
 	RulePriority int
+	// RuleProtocol marks the agent's ip rules (the rule's protocol, as
+	// `ip rule ... proto N`): a rule is the agent's when it carries it —
+	// whatever its priority or shape — and no other rule is ever changed or
+	// deleted (ovn-kubernetes marks its own objects 84 and 85). A rule of
+	// the agent's shape at its priority with no protocol is an older
+	// release's, replaced by a marked one.
+	RuleProtocol uint8
 	// MgmtPort is the management port; traffic leaving through it goes back
 	// into the cluster and is never SNATed. "" disables that exception.
 	MgmtPort string
@@ -41,13 +48,25 @@ const ifNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456
 // DefaultApplierConfig: priority 5000, ovn-k8s-mp0, forwarding on, a
 // withdrawn endpoint guarded for WithdrawnHold.
 func DefaultApplierConfig() ApplierConfig {
-	return ApplierConfig{RulePriority: translate.DefaultRulePriority, MgmtPort: "ovn-k8s-mp0", EnableForwarding: true, WithdrawnHold: WithdrawnHold}
+	return ApplierConfig{RulePriority: translate.DefaultRulePriority, RuleProtocol: DefaultRuleProtocol, MgmtPort: "ovn-k8s-mp0",
+		EnableForwarding: true, WithdrawnHold: WithdrawnHold}
 }
+
+// DefaultRuleProtocol is the protocol value the agent's ip rules carry:
+// none of the kernel's, iproute2's rt_protos or ovn-kubernetes' (84, 85).
+const DefaultRuleProtocol = 97
 
 // Validate checks the configuration.
 func (c ApplierConfig) Validate() error {
 	if c.RulePriority <= 0 || c.RulePriority >= 32766 {
 		return fmt.Errorf("rule priority %d: want 1..32765 (0 is the local table, 32766/32767 main and default)", c.RulePriority)
+	}
+	if slices.Contains(translate.OVNKubeRulePriorities, c.RulePriority) {
+		return fmt.Errorf("rule priority %d is ovn-kubernetes' (it owns %v and deletes rules it does not know there): choose another",
+			c.RulePriority, translate.OVNKubeRulePriorities)
+	}
+	if c.RuleProtocol == 0 || c.RuleProtocol == ovnKubeProtocolOVN || c.RuleProtocol == ovnKubeProtocol {
+		return fmt.Errorf("rule protocol %d: want 1..255 other than ovn-kubernetes' %d and %d", c.RuleProtocol, ovnKubeProtocolOVN, ovnKubeProtocol)
 	}
 	if len(c.MgmtPort) > 15 || strings.TrimLeft(c.MgmtPort, ifNameChars) != "" {
 		return fmt.Errorf("management port %q: want an interface name (at most 15 of %s)", c.MgmtPort, ifNameChars)
@@ -125,14 +144,14 @@ func (r Result) Changed() bool {
 // the others; the returned Result says what was reached either way.
 func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts ApplyOptions) (Result, error) {
 	want = translate.NodeState{Rules: slices.Clone(want.Rules), SNAT: slices.Clone(want.SNAT),
-		NoSNAT: slices.Clone(want.NoSNAT), NodeIPs: slices.Clone(want.NodeIPs)}.Normalize()
+		NoSNAT: slices.Clone(want.NoSNAT), NodeIPs: slices.Clone(want.NodeIPs), BypassRule: want.BypassRule}.Normalize()
 	for _, r := range want.Rules {
 		if r.Priority != a.cfg.RulePriority {
 			return Result{}, fmt.Errorf("rule %s is not at the owned priority %d", r, a.cfg.RulePriority)
 		}
 	}
 	var res Result
-	rules, err := listOwnedRules(a.nl, a.cfg.RulePriority)
+	rules, err := listOwnedRules(a.nl, a.cfg.RulePriority, a.cfg.RuleProtocol)
 	if err != nil {
 		return res, err
 	}
@@ -178,8 +197,14 @@ func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts Appl
 	}
 	res.Reached.NoSNAT, res.Reached.NodeIPs = want.NoSNAT, want.NodeIPs
 	res.Reached.SNAT = elementsOf(nft)
-	reachedRules, added, addErr := addRules(a.nl, rules, want.Rules)
+	reachedRules, added, addErr := addRules(a.nl, rules, want.Rules, a.cfg.RuleProtocol)
 	res.Added += added
+	if want.BypassRule {
+		n, err := addBypass(a.nl, a.cfg.RuleProtocol)
+		res.Added += n
+		addErr = errors.Join(addErr, err)
+	}
+	res.Reached.BypassRule = want.BypassRule && addErr == nil
 	res.Reached.Rules = mergeRules(reachedRules, staleRules(rules, want))
 	if addErr != nil || opts.KeepStale {
 		res.Stale = len(staleRules(rules, want)) + len(rules.stray) + len(p.removed)
@@ -190,6 +215,11 @@ func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts Appl
 	// Delete phase: rules, then the nft elements nobody wants.
 	deleted, failed, strayFailed, delErr := deleteRules(a.nl, rules, want.Rules)
 	res.Deleted += deleted
+	if !want.BypassRule {
+		n, err := deleteBypass(a.nl, a.cfg.RuleProtocol)
+		res.Deleted += n
+		delErr = errors.Join(delErr, err)
+	}
 	res.Reached.Rules = mergeRules(reachedRules, failed)
 	if len(p.removed) > 0 {
 		if err := a.nft.Run(ctx, p.deletes); err != nil {

@@ -104,8 +104,11 @@ func kernelRuleFor(t *testing.T, src string, sport uint16, table, prio int) *net
 // TestNodeApplierRepair is ovn-kubernetes' node repair case (§4.3 case 1):
 // rules at the owned priority with a wrong table, an unknown source or an
 // unknown sport are deleted, so are map elements of a gone endpoint, with
-// a wrong LB IP, of a gone service; valid ones stay untouched. Rules at
-// other priorities are never touched.
+// a wrong LB IP, of a gone service; valid ones stay untouched. A rule is
+// the agent's when it carries its protocol; an unmarked rule of its shape
+// at its priority is an older release's and is replaced by a marked one.
+// Anyone else's rules — at other priorities, or at the agent's own with
+// another shape or another protocol — are never touched.
 func TestNodeApplierRepair(t *testing.T) {
 	ctx := context.Background()
 	e := newFakeEnv(t)
@@ -113,15 +116,25 @@ func TestNodeApplierRepair(t *testing.T) {
 	// against the real kernel: the fake is bound to the agent's table).
 	must(t, e.nl.RuleAdd(kernelRuleFor(t, "10.128.0.3/32", 0, 100, 6000)))
 	must(t, e.nl.RuleAdd(kernelRuleFor(t, "0.0.0.0/0", 0, 254, 32766)))
-	// Stale owned state, from a previous agent run.
+	// Someone else's at the agent's priority: another shape, unmarked, and
+	// the agent's shape with ovn-kubernetes' protocol.
+	must(t, e.nl.RuleAdd(kernelRuleFor(t, "10.96.0.0/16", 0, 100, 5000)))
+	foreign := kernelRuleFor(t, "10.128.0.7/32", 0, 100, 5000)
+	foreign.Protocol = 85
+	must(t, e.nl.RuleAdd(foreign))
+	// Stale owned state, from a previous agent run (marked), and an older
+	// release's unmarked rules.
 	for _, r := range []*netlink.Rule{
-		kernelRuleFor(t, "10.128.0.3/32", 0, 100, 5000),        // valid
-		kernelRuleFor(t, "10.128.0.4/32", 0, 101, 5000),        // wrong table
-		kernelRuleFor(t, "10.128.0.99/32", 0, 100, 5000),       // unknown source
-		kernelRuleFor(t, "169.254.169.3/32", 30300, 100, 5000), // valid
-		kernelRuleFor(t, "169.254.169.3/32", 31111, 100, 5000), // unknown sport
-		kernelRuleFor(t, "10.96.0.0/16", 0, 100, 5000),         // not our shape (a /16)
+		kernelRuleFor(t, "10.128.0.3/32", 0, 100, 5000),        // valid, unmarked
+		kernelRuleFor(t, "10.128.0.4/32", 0, 101, 5000),        // wrong table, unmarked
+		kernelRuleFor(t, "10.128.0.99/32", 0, 100, 5000),       // unknown source, unmarked
+		kernelRuleFor(t, "169.254.169.3/32", 30300, 100, 5000), // valid, unmarked
+		kernelRuleFor(t, "169.254.169.3/32", 31111, 100, 5000), // unknown sport, unmarked
+		kernelRuleFor(t, "10.96.0.0/16", 0, 100, 4000),         // another shape and priority, marked
 	} {
+		if r.Priority == 4000 {
+			r.Protocol = DefaultRuleProtocol
+		}
 		must(t, e.nl.RuleAdd(r))
 	}
 	want := translate.NodeState{
@@ -140,8 +153,10 @@ func TestNodeApplierRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRules := "v4 5000: from 10.128.0.3 lookup 100\nv4 5000: from 169.254.169.3 sport 30300 lookup 100\n" +
-		"v4 5000: from 10.128.0.4 lookup 100\nv4 6000: from 10.128.0.3 lookup 100\nv4 32766: from 0.0.0.0/0 lookup 254\n"
+	wantRules := "v4 5000: from 10.96.0.0/16 lookup 100\nv4 5000: from 10.128.0.7 lookup 100 proto 85\n" +
+		"v4 5000: from 10.128.0.3 lookup 100 proto 97\nv4 5000: from 10.128.0.4 lookup 100 proto 97\n" +
+		"v4 5000: from 169.254.169.3 sport 30300 lookup 100 proto 97\n" +
+		"v4 6000: from 10.128.0.3 lookup 100\nv4 32766: from 0.0.0.0/0 lookup 254\n"
 	if got := e.nl.Dump(); got != wantRules {
 		t.Errorf("rules:\n%s\nwant:\n%s", got, wantRules)
 	}
@@ -297,7 +312,7 @@ func (r racingNetlink) RuleList(family int) ([]netlink.Rule, error) {
 // delete are success, decided by errno.
 func TestNodeApplierErrnoIdempotence(t *testing.T) {
 	fake := NewFakeNetlink()
-	must(t, fake.RuleAdd(kernelRule(rule("10.128.0.3 100"))))
+	must(t, fake.RuleAdd(kernelRule(rule("10.128.0.3 100"), DefaultRuleProtocol)))
 	nl := racingNetlink{FakeNetlink: fake, extra: []netlink.Rule{*kernelRuleFor(t, "10.128.0.9/32", 0, 100, 5000)}, hidden: "10.128.0.3/32"}
 	a, err := NewApplier(DefaultApplierConfig(), nl, knftables.NewFake(knftables.InetFamily, TableName), mapSysctl{"net/ipv4/ip_forward": "1"}, testLog())
 	if err != nil {
@@ -311,7 +326,7 @@ func TestNodeApplierErrnoIdempotence(t *testing.T) {
 	if got := stateString(res.Reached); got != stateString(want) || res.Stale != 0 {
 		t.Errorf("reached %q (stale %d); want %q", got, res.Stale, stateString(want))
 	}
-	if !errors.Is(fake.RuleAdd(kernelRule(rule("10.128.0.3 100"))), unix.EEXIST) ||
+	if !errors.Is(fake.RuleAdd(kernelRule(rule("10.128.0.3 100"), DefaultRuleProtocol)), unix.EEXIST) ||
 		!errors.Is(fake.RuleDel(kernelRuleFor(t, "10.128.0.9/32", 0, 100, 5000)), unix.ENOENT) {
 		t.Error("the fake does not answer like the kernel")
 	}

@@ -18,8 +18,11 @@ type Config struct {
 	// ReportNamespace holds the agent's readiness-report ConfigMap (the
 	// agents' namespace; the master reads it there).
 	ReportNamespace string
-	// RulePriority is the ip rule priority the agent owns (5000).
+	// RulePriority is the ip rule priority of the agent's rules (5000).
 	RulePriority int
+	// RuleProtocol marks the agent's ip rules (97): only rules carrying it
+	// are the agent's to change or delete.
+	RuleProtocol uint8
 	// WithdrawGrace is how long the agent waits after withdrawing a
 	// service from its readiness report before it removes the SNAT and
 	// rules behind it, so the master takes the endpoints out of the
@@ -65,6 +68,7 @@ func DefaultConfig() Config {
 	return Config{
 		ReportNamespace:  "ovn-egress",
 		RulePriority:     translate.DefaultRulePriority,
+		RuleProtocol:     DefaultRuleProtocol,
 		WithdrawGrace:    2 * time.Second,
 		WithdrawnHold:    WithdrawnHold,
 		ResyncInterval:   time.Minute,
@@ -112,7 +116,8 @@ func (c Config) Validate() error {
 }
 
 func (c Config) applierConfig() ApplierConfig {
-	return ApplierConfig{RulePriority: c.RulePriority, MgmtPort: c.MgmtPort, EnableForwarding: c.EnableForwarding, WithdrawnHold: c.WithdrawnHold}
+	return ApplierConfig{RulePriority: c.RulePriority, RuleProtocol: c.RuleProtocol, MgmtPort: c.MgmtPort,
+		EnableForwarding: c.EnableForwarding, WithdrawnHold: c.WithdrawnHold}
 }
 
 func (c Config) planConfig() translate.NodePlanConfig {

@@ -73,7 +73,8 @@ func (f *FakeNetlink) RuleAdd(r *netlink.Rule) error {
 		}
 	}
 	for _, have := range f.rules {
-		if sameRule(have, nr) {
+		// As the kernel: a rule differing only in its protocol is another.
+		if sameRule(have, nr) && have.Protocol == nr.Protocol {
 			return unix.EEXIST
 		}
 	}
@@ -92,7 +93,9 @@ func (f *FakeNetlink) RuleDel(r *netlink.Rule) error {
 		}
 	}
 	for i, have := range f.rules {
-		if sameRule(have, *r) {
+		// As the kernel: a request without a protocol matches any, the
+		// first in the list.
+		if sameRule(have, *r) && (r.Protocol == 0 || have.Protocol == r.Protocol) {
 			f.rules = slices.Delete(f.rules, i, i+1)
 			f.Writes++
 			return nil
@@ -186,7 +189,11 @@ func (f *FakeNetlink) Dump() string {
 			if p := portString(r.Sport); p != "" {
 				b.WriteString(" " + p)
 			}
-			fmt.Fprintf(&b, " lookup %d\n", r.Table)
+			fmt.Fprintf(&b, " lookup %d", r.Table)
+			if r.Protocol != 0 {
+				fmt.Fprintf(&b, " proto %d", r.Protocol)
+			}
+			b.WriteString("\n")
 		}
 	}
 	return b.String()

@@ -21,17 +21,29 @@ func netlinkFamily(f ipfamily.Family) int {
 	return netlink.FAMILY_V4
 }
 
-// ownedRules are the kernel rules at the agent's priority: the ones that
-// have the shape the agent writes (as IPRules), and any other rule at that
-// priority (stray: someone else's rule in our priority, or a leftover of
-// another shape), which is stale by definition.
+// ownedRules are the agent's kernel rules: the ones of the shape it writes
+// at its priority (as IPRules), and the stale rest (stray): its own marked
+// rules of another shape or priority (a --rule-priority changed), and rules
+// of its shape at its priority without any protocol — an older release's,
+// which a marked rule replaces. Every other rule — another protocol, or
+// unmarked and of another shape, whatever its priority — is someone else's
+// and is never listed here, so never deleted. The bypass rule has its own
+// lister (bypass.go).
 type ownedRules struct {
 	rules map[translate.IPRule]netlink.Rule
 	stray []netlink.Rule
 }
 
-// listOwnedRules reads the rules of both families at priority.
-func listOwnedRules(nl Netlink, priority int) (ownedRules, error) {
+// Protocol values ovn-kubernetes marks its kernel objects with (RTPROT_OVN
+// on routes, and its own for EgressIP addresses and VRF routes).
+const (
+	ovnKubeProtocolOVN = 84
+	ovnKubeProtocol    = 85
+)
+
+// listOwnedRules reads the agent's rules of both families: priority and
+// proto are its own (ApplierConfig).
+func listOwnedRules(nl Netlink, priority int, proto uint8) (ownedRules, error) {
 	own := ownedRules{rules: map[translate.IPRule]netlink.Rule{}}
 	for _, f := range ipfamily.All {
 		rules, err := nl.RuleList(netlinkFamily(f))
@@ -39,12 +51,18 @@ func listOwnedRules(nl Netlink, priority int) (ownedRules, error) {
 			return own, fmt.Errorf("list %s rules: %w", f.Name(), err)
 		}
 		for _, r := range rules {
-			if r.Priority != priority {
-				continue
-			}
-			if ir, ok := ruleFromKernel(f, r); ok {
+			ir, shaped := ruleFromKernel(f, r)
+			switch {
+			case r.Protocol == proto && isBypassRule(r):
+				// bypass.go's
+			case r.Protocol == proto && r.Priority == priority && shaped:
 				own.rules[ir] = r
-			} else {
+			case r.Protocol == proto:
+				own.stray = append(own.stray, r)
+			case r.Protocol == unix.RTPROT_UNSPEC && r.Priority == priority && shaped:
+				// An older release's: deleted without a protocol, which the
+				// kernel matches against the first rule of that shape — this
+				// one, added before any marked copy of it.
 				own.stray = append(own.stray, r)
 			}
 		}
@@ -81,10 +99,11 @@ func ruleFromKernel(f ipfamily.Family, r netlink.Rule) (translate.IPRule, bool) 
 	return ir, true
 }
 
-// kernelRule builds the netlink rule for an IPRule.
-func kernelRule(ir translate.IPRule) *netlink.Rule {
+// kernelRule builds the netlink rule for an IPRule, marked proto.
+func kernelRule(ir translate.IPRule, proto uint8) *netlink.Rule {
 	r := netlink.NewRule()
 	r.Family = netlinkFamily(ir.Family)
+	r.Protocol = proto
 	r.Priority = ir.Priority
 	r.Table = int(ir.Table)
 	a := ir.Src.Addr()
@@ -98,14 +117,14 @@ func kernelRule(ir translate.IPRule) *netlink.Rule {
 // addRules adds every wanted rule that is not there and returns the rules
 // that exist afterwards (wanted ∩ (there ∪ added)); every failure is joined
 // into the error, the other rules still go ahead.
-func addRules(nl Netlink, own ownedRules, want []translate.IPRule) (reached []translate.IPRule, added int, err error) {
+func addRules(nl Netlink, own ownedRules, want []translate.IPRule, proto uint8) (reached []translate.IPRule, added int, err error) {
 	var errs []error
 	for _, ir := range want {
 		if _, ok := own.rules[ir]; ok {
 			reached = append(reached, ir)
 			continue
 		}
-		if e := ignoreExists(nl.RuleAdd(kernelRule(ir))); e != nil {
+		if e := ignoreExists(nl.RuleAdd(kernelRule(ir, proto))); e != nil {
 			errs = append(errs, fmt.Errorf("add rule %s: %w", ir, e))
 			continue
 		}

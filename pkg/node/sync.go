@@ -100,7 +100,8 @@ func (c *Controller) sync(ctx context.Context) error {
 func (c *Controller) gather() (translate.NodePlanInput, error) {
 	in := translate.NodePlanInput{Node: c.cfg.NodeName, ClusterSubnets: c.cfg.ClusterSubnets, Config: c.cfg.planConfig()}
 	if n, err := c.nodeLister.Get(c.cfg.NodeName); err == nil {
-		in.NodeSubnets = translate.ParseNode(n, nil).Subnets
+		info := translate.ParseNode(n, nil)
+		in.NodeSubnets, in.LocalGateway = info.Subnets, info.GatewayMode == translate.GatewayModeLocal
 	}
 	nodes, err := c.nodeIPsLst.List(labels.Everything())
 	if err != nil {

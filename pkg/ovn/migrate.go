@@ -40,10 +40,11 @@ func (l Leftover) String() string {
 	return fmt.Sprintf("%s %s%s: %s", l.Table, l.UUID, on, l.What)
 }
 
-// Leftovers lists, from the cache, what ovn-kubernetes' built-in feature
-// left in this NB: its EgressSVC policies (at any priority) and the
-// addresses of its served-pods sets. Nothing else: rows are matched by the
-// marks only ovn-kubernetes' EgressService controller writes.
+// Leftovers lists, from the cache, what ovn-kubernetes' built-in features
+// left in this NB: its EgressSVC policies (at any priority), the addresses
+// of its served-pods sets, and its EgressIP no-reroute policies while its
+// EgressIP serves no pod. Nothing else: rows are matched by the marks only
+// ovn-kubernetes' own controllers write.
 func Leftovers(ctx context.Context, c client.Client) ([]Leftover, error) {
 	var out []Leftover
 	var pols []nbdb.LogicalRouterPolicy
@@ -74,6 +75,24 @@ func Leftovers(ctx context.Context, c client.Client) ([]Leftover, error) {
 	for _, s := range sets {
 		out = append(out, Leftover{Table: nbdb.AddressSetTable, UUID: s.UUID, What: fmt.Sprintf("%s %s (%s)", EgressSVCServedPods, s.ExternalIDs["ip-family"], s.Name),
 			Addresses: slices.Clone(s.Addresses)})
+	}
+	// ovn-kubernetes' EgressIP no-reroute policies, when its EgressIP serves
+	// nobody here: its egress-service feature writes them too and leaves
+	// them when turned off, and while they stay, ovn-egress treats the
+	// zone's cluster route as ovn-kubernetes' (Input.ClusterRouteShared).
+	// With its EgressIP on and serving, they are its and stay.
+	serving, err := OVNKubeEgressIPServing(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if serving == 0 {
+		for _, p := range OVNKubeNoReroutePolicies(c) {
+			out = append(out, Leftover{Table: nbdb.LogicalRouterPolicyTable, UUID: p.UUID, Router: refs.router(p.UUID),
+				What: fmt.Sprintf("%d %s %s (%s, ovn-kubernetes' EgressIP serves no pod here)", p.Priority, p.Match, p.Action, p.ExternalIDs[translate.KeyName])})
+		}
+		if refs.err != nil {
+			return nil, refs.err
+		}
 	}
 	slices.SortFunc(out, func(a, b Leftover) int { return strings.Compare(a.Table+a.What, b.Table+b.What) })
 	return out, nil

@@ -208,6 +208,58 @@ func OVNKubeEgressIPActive(ctx context.Context, c client.Client) (bool, error) {
 	return false, ctx.Err()
 }
 
+// EgressIPServedPods is the k8s.ovn.org/name of ovn-kubernetes' EgressIP
+// served-pods address sets.
+const EgressIPServedPods = "egressip-served-pods"
+
+// IsOVNKubeEgressIP reports whether external ids are ovn-kubernetes' own
+// EgressIP feature's (its default network controller, owner-type EgressIP).
+func IsOVNKubeEgressIP(ids map[string]string) bool {
+	return ids[translate.KeyOwnerController] == ovnKubeControllerName && ids[translate.KeyOwnerType] == "EgressIP"
+}
+
+// OVNKubeEgressIPServing counts the rows by which ovn-kubernetes' own
+// EgressIP feature serves pods in this NB: its EgressIP reroute policies,
+// its EgressIP SNATs, and the addresses of its egressip-served-pods sets.
+// Its no-reroute allow policies (EIP-No-Reroute-*, priority 102) do not
+// count: its egress-service feature writes them too, and leaves them
+// behind when turned off (seen with the real binaries), so they say
+// nothing about its EgressIP serving anyone.
+func OVNKubeEgressIPServing(ctx context.Context, c client.Client) (int, error) {
+	n := 0
+	for _, m := range cachedRows(c, nbdb.LogicalRouterPolicyTable) {
+		if p, ok := m.(*nbdb.LogicalRouterPolicy); ok && IsOVNKubeEgressIP(p.ExternalIDs) && p.Action == nbdb.LogicalRouterPolicyActionReroute {
+			n++
+		}
+	}
+	for _, m := range cachedRows(c, nbdb.NATTable) {
+		if r, ok := m.(*nbdb.NAT); ok && IsOVNKubeEgressIP(r.ExternalIDs) {
+			n++
+		}
+	}
+	for _, m := range cachedRows(c, nbdb.AddressSetTable) {
+		if s, ok := m.(*nbdb.AddressSet); ok && s.ExternalIDs[translate.KeyOwnerController] == ovnKubeControllerName &&
+			s.ExternalIDs[translate.KeyName] == EgressIPServedPods {
+			n += len(s.Addresses)
+		}
+	}
+	return n, ctx.Err()
+}
+
+// OVNKubeNoReroutePolicies lists ovn-kubernetes' EgressIP no-reroute allow
+// policies (EIP-No-Reroute-*), from the cache.
+func OVNKubeNoReroutePolicies(c client.Client) []*nbdb.LogicalRouterPolicy {
+	var out []*nbdb.LogicalRouterPolicy
+	for _, m := range cachedRows(c, nbdb.LogicalRouterPolicyTable) {
+		if p, ok := m.(*nbdb.LogicalRouterPolicy); ok && IsOVNKubeEgressIP(p.ExternalIDs) &&
+			strings.HasPrefix(p.ExternalIDs[translate.KeyName], "EIP-No-Reroute") {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *nbdb.LogicalRouterPolicy) int { return strings.Compare(a.UUID, b.UUID) })
+	return out
+}
+
 // cachedRows are table's rows in c's cache, READ ONLY: the map is a copy,
 // the rows are the cache's own (it replaces a row on update, never edits it).
 func cachedRows(c client.Client, table string) map[string]model.Model {

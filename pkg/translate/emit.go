@@ -60,10 +60,13 @@ func (t *translator) addUnassigned(svcs []*service) {
 // subnet (ovn-kubernetes, with its egress features on) is left to them.
 // An egress node of this zone holding an EgressIP (Input.EgressNodes) gets
 // the route too: the selected pods of other zones reach its GR the same way.
+// While ovn-kubernetes' EgressIP may rely on such a route
+// (Input.ClusterRouteShared), a route ovn-egress no longer wants is handed
+// over, never deleted; and when the route it deferred to disappears, its own
+// is added again at once (someone must route that traffic).
 func (t *translator) addClusterRoutes(svcs []*service) {
 	if t.in.ClusterRouteShared {
 		t.d.ReleaseClusterRoutes = true
-		return // ovn-kubernetes' EgressIP keeps one for every local node
 	}
 	hosts := map[string]bool{}
 	for _, s := range svcs {

@@ -196,11 +196,12 @@ type Input struct {
 	// zones arrive over the transit switch); EgressIP rows are translated
 	// apart (TranslateEgressIPs), this route is the only row they share.
 	EgressNodes map[string]bool
-	// ClusterRouteShared: ovn-kubernetes' EgressIP is active in this zone
-	// (its allow policies exist). It then keeps the cluster src-ip route of
-	// every local node itself, and adopts an existing one as its own: ovn-egress
-	// writes none, and hands its own over (Desired.ReleaseClusterRoutes)
-	// instead of deleting a route ovn-kubernetes relies on.
+	// ClusterRouteShared: ovn-kubernetes' EgressIP may be active in this
+	// zone (its allow policies exist). It then keeps the cluster src-ip
+	// route of every local node itself, and adopts an existing one as its
+	// own: ovn-egress hands a route it no longer wants over
+	// (Desired.ReleaseClusterRoutes) instead of deleting a route
+	// ovn-kubernetes relies on, and adds one only where none exists.
 	ClusterRouteShared bool
 }
 

@@ -24,6 +24,25 @@ const ReasonNetworkNotFound Reason = "NetworkNotFound"
 // one ovn-kubernetes uses for the same rules (its EgressIP rules use 6000).
 const DefaultRulePriority = 5000
 
+// The local-gateway bypass rule: "fwmark 0x3f0 lookup main" at priority
+// 5999, as ovn-kubernetes' EgressService node controller installs it since
+// its PR #6090 (before, only its EgressIP controller did): the pod-to-node
+// traffic OVN marks 1008 (ovn-egress's and ovn-kubernetes' 102 policy, the
+// Pod-To-Node mark) goes by the main table on a local-gateway node, so a
+// served pod keeps reaching ClusterIPs and node addresses through the host.
+// The agent installs it on local-gateway nodes whatever EgressIP does.
+const (
+	FwMarkRulePriority = 5999
+	NodeSNATMark       = 0x3f0
+)
+
+// OVNKubeRulePriorities are ip rule priorities ovn-kubernetes owns: its ip
+// rule manager deletes every rule it does not know at 2000 (UDN masquerade)
+// and 6000 (EgressIP), 6001 is its EgressIP catch-all of the coming traffic
+// classes, 5999 its own copy of the bypass rule. The agent's own rules stay
+// off them.
+var OVNKubeRulePriorities = []int{2000, FwMarkRulePriority, 6000, 6001}
+
 // NodePlanConfig tunes NodePlan.
 type NodePlanConfig struct {
 	// RulePriority of every ip rule the agent programs.
@@ -66,6 +85,10 @@ type NodePlanInput struct {
 	NodeIPs []netip.Addr
 	Tables  map[string]uint32
 	Config  NodePlanConfig
+	// LocalGateway: the node runs ovn-kubernetes' local gateway mode (its
+	// l3-gateway-config says so): the bypass rule (FwMarkRulePriority) is
+	// wanted.
+	LocalGateway bool
 }
 
 // podSubnet places ip in one of this node's pod subnets.
@@ -153,6 +176,9 @@ type NodeState struct {
 	// gives that traffic the node's address, as ovn-kubernetes' Pod-To-Node
 	// mark asks).
 	NodeIPs []netip.Addr
+	// BypassRule: the local-gateway bypass rule, "fwmark NodeSNATMark
+	// lookup main" at FwMarkRulePriority, in both families.
+	BypassRule bool
 }
 
 // Normalize sorts and de-duplicates the state in place and returns it.
@@ -354,6 +380,7 @@ func NodePlan(in NodePlanInput) NodePlanOutput {
 	}
 	out.Desired.NoSNAT = append(out.Desired.NoSNAT, in.ClusterSubnets...)
 	out.Desired.NodeIPs = append(out.Desired.NodeIPs, in.NodeIPs...)
+	out.Desired.BypassRule = in.LocalGateway
 	for i := range out.Desired.NoSNAT {
 		out.Desired.NoSNAT[i] = out.Desired.NoSNAT[i].Masked()
 	}

@@ -9,6 +9,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
 	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
@@ -79,42 +81,67 @@ func TestEgressIPValidationRejects(t *testing.T) {
 	}
 }
 
-// status.items changes only through /status (the master's write); the
-// printer columns show what it wrote, through kubectl and by short name.
-// A status sent with the object or to the main resource is dropped, which
-// ovn-kubernetes' CRD (no status subresource) would have stored.
+// TestEgressIPStatusAndColumns: the CRD has no status subresource, as
+// upstream's has none, so status is written on the main resource — the way
+// ovn-kubernetes' own EgressIP controller writes it (a JSON patch replacing
+// /status, its user agent "<host>/ovnkube@<commit>"), read back unchanged,
+// and the way ovn-egress's master writes it (a merge patch of
+// status.items). Applied over upstream's CRD, ovn-egress's changes nothing
+// about how ovnkube's writes land.
 func TestEgressIPStatusAndColumns(t *testing.T) {
 	t.Parallel()
 	c := eips(t).K8sV1().EgressIPs()
 	name := eipName(t, "web")
 	e := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: egressipv1.EgressIPSpec{
 		EgressIPs:         []string{"172.18.0.100", "172.18.0.101"},
-		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}},
-		Status: egressipv1.EgressIPStatus{Items: []egressipv1.EgressIPStatusItem{{Node: "sneaky", EgressIP: "172.18.0.100"}}}}
-	got, err := c.Create(t.Context(), e, metav1.CreateOptions{})
-	if err != nil {
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}
+	if _, err := c.Create(t.Context(), e, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(t.Context(), name, metav1.DeleteOptions{}) })
-	if len(got.Status.Items) != 0 {
-		t.Errorf("status sent with the object was stored: %+v", got.Status)
-	}
-	got.Status.Items = []egressipv1.EgressIPStatusItem{{Node: "node1", EgressIP: "172.18.0.100"}, {Node: "node2", EgressIP: "172.18.0.101"}}
-	if got, err = c.UpdateStatus(t.Context(), got, metav1.UpdateOptions{}); err != nil {
+
+	// ovnkube's cluster-manager: JSON patch of /status on the main resource.
+	ovnkube := rest.CopyConfig(kube.Config)
+	ovnkube.UserAgent = "control-plane-1/ovnkube@8871cd9c (linux/amd64) kubernetes/v0.0.0"
+	ovnk, err := eipclient.NewForConfig(ovnkube)
+	if err != nil {
 		t.Fatal(err)
 	}
-	got.Status.Items = nil
+	jp := `[{"op":"replace","path":"/status","value":{"items":[{"node":"node1","egressIP":"172.18.0.100"},{"node":"node2","egressIP":"172.18.0.101"}]}}]`
+	if _, err = ovnk.K8sV1().EgressIPs().Patch(t.Context(), name, types.JSONPatchType, []byte(jp), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("ovnkube's status patch: %v", err)
+	}
+	got, err := c.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []egressipv1.EgressIPStatusItem{{Node: "node1", EgressIP: "172.18.0.100"}, {Node: "node2", EgressIP: "172.18.0.101"}}
+	if !slices.Equal(got.Status.Items, want) {
+		t.Errorf("status after ovnkube's JSON patch: %+v; want %+v (stored, not dropped)", got.Status.Items, want)
+	}
+	// ovn-egress's master: a merge patch of status.items on the main resource.
+	mp := `{"status":{"items":[{"node":"node3","egressIP":"172.18.0.100"}]}}`
+	if got, err = c.Patch(t.Context(), name, types.MergePatchType, []byte(mp), metav1.PatchOptions{FieldManager: "ovn-egress-egressip"}); err != nil {
+		t.Fatalf("the master's status patch: %v", err)
+	}
+	if len(got.Status.Items) != 1 || got.Status.Items[0].Node != "node3" {
+		t.Errorf("status after the master's merge patch: %+v", got.Status.Items)
+	}
+	// A spec change from a fresh copy keeps status (it carries it).
 	got.Spec.EgressIPs = append(got.Spec.EgressIPs, "172.18.0.102")
 	if got, err = c.Update(t.Context(), got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Status.Items) != 2 || len(got.Spec.EgressIPs) != 3 {
-		t.Errorf("an update of the main resource: status %+v spec %v; want status kept and spec changed", got.Status, got.Spec.EgressIPs)
+	if len(got.Status.Items) != 1 || len(got.Spec.EgressIPs) != 3 {
+		t.Errorf("an update of the spec: status %+v spec %v; want status kept and spec changed", got.Status, got.Spec.EgressIPs)
 	}
-	bad := got.DeepCopy()
-	bad.Status.Items = []egressipv1.EgressIPStatusItem{{Node: strings.Repeat("n", 254), EgressIP: "172.18.0.100"}}
-	if _, err := c.UpdateStatus(t.Context(), bad, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+	bad := `{"status":{"items":[{"node":"` + strings.Repeat("n", 254) + `","egressIP":"172.18.0.100"}]}}`
+	if _, err := c.Patch(t.Context(), name, types.MergePatchType, []byte(bad), metav1.PatchOptions{}); !apierrors.IsInvalid(err) {
 		t.Errorf("a node name of 254 characters in status: %v; want Invalid", err)
+	}
+	mp = `{"status":{"items":[{"node":"node1","egressIP":"172.18.0.100"},{"node":"node2","egressIP":"172.18.0.101"}]}}`
+	if _, err = c.Patch(t.Context(), name, types.MergePatchType, []byte(mp), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	for _, resource := range []string{"egressips", "eip"} {

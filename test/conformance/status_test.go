@@ -7,8 +7,11 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 )
 
 // GET, PUT and PATCH of .../egressservices/{name}/status: status changes only
@@ -90,5 +93,45 @@ func TestStatusSubresource(t *testing.T) {
 	}
 	if resp := do(t, admin(), request{method: http.MethodGet, path: collectionPath(ns, "missing", "status")}); !apierrors.IsNotFound(resp.err) {
 		t.Errorf("GET /status of a missing object: %d %v; want 404", resp.code, resp.err)
+	}
+}
+
+// TestStatusAsOVNKubeWritesIt: ovn-kubernetes' cluster-manager writes
+// status.host with a Get and an Update of /status, its user agent
+// "<host name>/ovnkube@<commit> …" (its pkg/util/kube.go): the write lands
+// unchanged under ovn-egress's CRD, and the API server records the part of
+// the user agent before the first "/" — the host's name, not "ovnkube" —
+// as its field manager. That is why ovn-egress treats any status.host
+// writer that is not its own as foreign (pkg/k8s/coexist).
+func TestStatusAsOVNKubeWritesIt(t *testing.T) {
+	t.Parallel()
+	ns := kube.Namespace(t)
+	create(t, ns, "web", egressv1.EgressServiceSpec{})
+	cfg := rest.CopyConfig(kube.Config)
+	cfg.UserAgent = "control-plane-1/ovnkube@8871cd9c (linux/amd64) kubernetes/v0.0.0"
+	ovnk, err := egressclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := ovnk.K8sV1().EgressServices(ns).Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es.Status.Host = "node-2"
+	if _, err := ovnk.K8sV1().EgressServices(ns).UpdateStatus(t.Context(), es, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("ovnkube's status update: %v", err)
+	}
+	got := get(t, ns, "web")
+	if got.Status.Host != "node-2" {
+		t.Errorf("status.host %q after ovnkube's update; want node-2", got.Status.Host)
+	}
+	var managers []string
+	for _, e := range got.ManagedFields {
+		if e.Subresource == "status" {
+			managers = append(managers, e.Manager)
+		}
+	}
+	if len(managers) != 1 || managers[0] != "control-plane-1" {
+		t.Errorf("status managers %v; want [control-plane-1] (the user agent's part before the first /)", managers)
 	}
 }

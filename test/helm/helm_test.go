@@ -91,6 +91,7 @@ func TestChartRendersDist(t *testing.T) {
 		{"node-daemonset.yaml", "../../dist/ic/node-daemonset.yaml", []string{"--set", "mode=ic"}},
 		{"node-rbac.yaml", "../../dist/ic/node-rbac-egressip.yaml", []string{"--set", "mode=ic", "--set", "egressIP.enabled=true"}},
 		{"node-rbac.yaml", "../../dist/node/rbac-egressip.yaml", []string{"--set", "egressIP.enabled=true"}},
+		{"master-rbac.yaml", "../../dist/master/rbac-egressip.yaml", []string{"--set", "egressIP.enabled=true"}},
 	} {
 		args := append([]string{"template", "ovn-egress", chart, "--namespace", "ovn-egress", "--show-only", "templates/" + c.tpl}, c.set...)
 		got := body(run(t, args...))

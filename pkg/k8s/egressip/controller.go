@@ -1,7 +1,7 @@
 // Package egressip is the master's EgressIP assignment controller: it
 // decides which node holds each IP of every EgressIP with
-// translate.AssignEgressIPs, writes status.items through the status
-// subresource, and reports every IP left unassigned as an Event on its
+// translate.AssignEgressIPs, writes status.items (a patch on the main
+// resource: the CRD has no status subresource, as upstream's), and reports every IP left unassigned as an Event on its
 // EgressIP. Its rows controller (Rows, rows.go) writes the NB rows of what
 // it assigned (docs/egressip.md).
 //
@@ -13,6 +13,7 @@ package egressip
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -46,6 +48,10 @@ type Config struct {
 	Recovering func() map[string]bool
 	// Work, when set, records the worker's syncs, queue and errors.
 	Work *controller.Metrics
+	// Standoff, when set, says when ovn-kubernetes' own EgressIP serves
+	// pods (in the central NB, or in a zone's: the agents report it): its
+	// cluster-manager assigns then, and two assigners would move IPs apart.
+	Standoff Standoff
 }
 
 // all is the assignment controller's one key, and the rows controller's
@@ -71,6 +77,8 @@ type Controller struct {
 // Stats counts what the controller did since it was built.
 type Stats struct {
 	Syncs, StatusWrites, Events int
+	// Blocked counts the syncs the standoff stopped.
+	Blocked int
 }
 
 // New wires the controller to the informer factories (not started yet).
@@ -121,6 +129,14 @@ func (c *Controller) Stats() Stats {
 // sync gathers every EgressIP and node, assigns, writes the statuses that
 // changed and reports the problems that changed.
 func (c *Controller) sync(ctx context.Context, _ []string) error {
+	if c.cfg.Standoff != nil {
+		if _, blocked := c.cfg.Standoff.EgressIPBlocked(); blocked {
+			c.mu.Lock()
+			c.stats.Blocked++
+			c.mu.Unlock()
+			return nil // the standoff's end enqueues it again
+		}
+	}
 	eips, err := c.eipLister.List(labels.Everything())
 	if err != nil {
 		return err
@@ -167,17 +183,35 @@ func (c *Controller) sync(ctx context.Context, _ []string) error {
 	return nil
 }
 
-// writeStatus writes items through /status on the lister's copy; a
-// conflict (the object changed meanwhile) is an error, and the retry
-// decides again on the newer object.
+// writeStatus writes items with a merge patch of status on the main
+// resource (the CRD has no status subresource, as upstream's), on the
+// lister's resourceVersion: a conflict (the object changed meanwhile) is an
+// error, and the retry decides again on the newer object.
 func (c *Controller) writeStatus(ctx context.Context, e *egressipv1.EgressIP, items []egressipv1.EgressIPStatusItem) error {
-	out := e.DeepCopy()
-	out.Status.Items = items
-	_, err := c.client.K8sV1().EgressIPs().UpdateStatus(ctx, out, metav1.UpdateOptions{FieldManager: "ovn-egress-egressip"})
+	patch, err := statusPatch(e.ResourceVersion, items)
+	if err != nil {
+		return err
+	}
+	_, err = c.client.K8sV1().EgressIPs().Patch(ctx, e.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile: its delete event syncs again
 	}
 	return err
+}
+
+// FieldManager is the master's field manager of EgressIP status.
+const FieldManager = "ovn-egress-egressip"
+
+// statusPatch is the merge patch that sets status.items (all of them: a
+// merge patch replaces a list whole) on the object at resourceVersion rv.
+func statusPatch(rv string, items []egressipv1.EgressIPStatusItem) ([]byte, error) {
+	if items == nil {
+		items = []egressipv1.EgressIPStatusItem{}
+	}
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": rv},
+		"status":   map[string]any{"items": items},
+	})
 }
 
 func itemsString(items []egressipv1.EgressIPStatusItem) string {

@@ -2,7 +2,6 @@ package egressip
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -50,6 +49,15 @@ type RowsConfig struct {
 	// Work, when set, records the worker's syncs; NB, its transactions.
 	Work *controller.Metrics
 	NB   *ovn.Metrics
+	// Standoff says when ovn-kubernetes' own EgressIP serves pods in this
+	// NB (coexist.Detector): the controller then withdraws the rows it
+	// wrote and writes none. Required.
+	Standoff Standoff
+}
+
+// Standoff tells the EgressIP controllers to write nothing, and why.
+type Standoff interface {
+	EgressIPBlocked() (why string, blocked bool)
 }
 
 // Rows writes the NB rows of every assigned EgressIP on the central NB, or
@@ -77,15 +85,18 @@ type Rows struct {
 	nodeLister corelisters.NodeLister
 	sels       *selectors
 
-	mu    sync.Mutex
-	stats RowsStats
+	recorder record.EventRecorder
+	mu       sync.Mutex
+	stats    RowsStats
+	standing bool // standing back: the rows are withdrawn
 }
 
 // RowsStats counts what the rows controller did since it was built.
 type RowsStats struct {
 	Syncs, Transactions, Changes, Events int
-	// Refused counts the syncs that wrote nothing because ovn-kubernetes'
-	// own EgressIP feature is active.
+	// Refused counts the syncs that wrote nothing (but the withdrawal of
+	// ovn-egress's own EgressIP rows) because ovn-kubernetes' own EgressIP
+	// serves pods in this NB.
 	Refused int
 	// Partial counts the syncs of named EgressIPs only (part of Syncs).
 	Partial int
@@ -99,6 +110,9 @@ func NewRows(cfg RowsConfig, log *logrus.Entry, nb client.Client, kubeInf kubein
 	if err := cfg.Translate.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Standoff == nil {
+		return nil, fmt.Errorf("egressip rows: no standoff (coexist.Detector) given")
+	}
 	if cfg.ResyncInterval < 0 {
 		return nil, fmt.Errorf("negative resync interval")
 	}
@@ -107,7 +121,7 @@ func NewRows(cfg RowsConfig, log *logrus.Entry, nb client.Client, kubeInf kubein
 	if cfg.Zone != "" {
 		events.only = map[translate.Reason]bool{translate.ReasonTransitAddressMissing: true, translate.ReasonEgressNodeUnusable: true}
 	}
-	r := &Rows{cfg: cfg, nb: nb, applier: ovn.NewApplier(nb, cfg.MaxOps).WithMetrics(cfg.NB), events: events,
+	r := &Rows{cfg: cfg, nb: nb, applier: ovn.NewApplier(nb, cfg.MaxOps).WithMetrics(cfg.NB), events: events, recorder: recorder,
 		eipLister: eips.Lister(), nsLister: nss.Lister(), podLister: pods.Lister(), nodeLister: nodes.Lister(),
 		sels: newSelectors()}
 	r.oneKey = newOneKey("egress IP rows", "egressip-rows", rowsBatch, log, cfg.Work, r.sync,
@@ -193,21 +207,19 @@ func (r *Rows) Stats() RowsStats {
 	return r.stats
 }
 
-// errOVNKubeEgressIP: ovn-kubernetes' own EgressIP feature writes rows at
-// the same priorities; both would steer the same pods.
-var errOVNKubeEgressIP = errors.New("ovn-kubernetes' own EgressIP feature is active (its EgressIP router policies are in NB): " +
-	"no EgressIP rows are written until it is disabled (--enable-egress-ip=false)")
-
 // sync converges every EgressIP's rows when names hold all, else those of
 // the EgressIPs named.
 func (r *Rows) sync(ctx context.Context, names []string) error {
-	if active, err := ovn.OVNKubeEgressIPActive(ctx, r.nb); err != nil {
-		return err
-	} else if active {
-		r.mu.Lock()
-		r.stats.Refused++
-		r.mu.Unlock()
-		return errOVNKubeEgressIP
+	if why, blocked := r.cfg.Standoff.EgressIPBlocked(); blocked {
+		return r.standBack(ctx, why)
+	}
+	r.mu.Lock()
+	resumed := r.standing
+	r.standing = false
+	r.mu.Unlock()
+	if resumed {
+		r.log.Info("ovn-kubernetes' EgressIP no longer serves pods here; writing ovn-egress's EgressIP rows again")
+		names = []string{all}
 	}
 	if !slices.Contains(names, all) {
 		return r.syncSome(ctx, names)
@@ -228,6 +240,55 @@ func (r *Rows) sync(ctx context.Context, names []string) error {
 	keys = slices.Compact(keys)
 	return r.apply(ctx, keys, translate.TranslateEgressIPs(in), eips, problems, nil)
 }
+
+// standBack withdraws every EgressIP row ovn-egress wrote here, in one
+// transaction, while ovn-kubernetes' own EgressIP serves pods in this NB:
+// kept, they would steer the same pods as its rows at the same priority
+// (OVN picks between equal priorities in no defined order), and could not
+// follow a reassignment (seen: two reroutes of one pod to two nodes, the IP
+// SNATed on two routers). Each EgressIP gets a Warning Event once.
+func (r *Rows) standBack(ctx context.Context, why string) error {
+	keys, _, err := ovn.EgressIPFacts(ctx, r.nb)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	first := !r.standing
+	r.standing = true
+	r.stats.Refused++
+	r.mu.Unlock()
+	if len(keys) > 0 {
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		st, err := r.applier.Apply(actx, keys, &translate.Desired{Rows: map[translate.Key]*translate.Rows{}})
+		r.mu.Lock()
+		r.stats.Transactions += st.Transactions
+		r.stats.Changes += st.Changes
+		r.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("withdraw ovn-egress's EgressIP rows: %w", err)
+		}
+	}
+	if first {
+		r.log.WithField("withdrawn", len(keys)).Warn(why)
+		if eips, err := r.eipLister.List(labels.Everything()); err == nil && r.recorder != nil {
+			for _, e := range eips {
+				r.recorder.Event(e, corev1.EventTypeWarning, StandoffReason, why)
+			}
+		}
+	}
+	return nil
+}
+
+// StandingBack reports whether the controller stands back (readiness).
+func (r *Rows) StandingBack() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.standing
+}
+
+// StandoffReason is the Event reason of a stand-back (coexist.Reason).
+const StandoffReason = "OVNKubernetesConflict"
 
 // apply writes desired for keys in one transaction and reports the
 // problems of eips — of every EgressIP when scope is nil, else of the

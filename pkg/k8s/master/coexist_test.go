@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
@@ -134,21 +135,29 @@ func (c *cluster) label(node, k, v string) {
 	})
 }
 
-// TestStandsBackFromOVNKubernetesStatusWrites: ovn-kubernetes'
-// cluster-manager writing status.host (its manager is "ovnkube") is seen
-// in managedFields; the master does not write it back, and resumes once
-// ovn-egress's own choice is the last write again.
-func TestStandsBackFromOVNKubernetesStatusWrites(t *testing.T) {
+// TestHoldsAServiceWrittenByOVNKube: ovn-kubernetes' cluster-manager
+// writes status.host as the real binary does (a Get and an Update of
+// /status, its user agent "<host>/ovnkube@<commit>", so its field manager is
+// the host's name, here "control-plane-1"). The master holds that one
+// service — neither its status.host nor its node label is written back,
+// though the selector now excludes the host — with a Warning Event naming
+// the manager and the way out, while another service is still placed; no
+// standoff. `ovn-egress migrate --status --apply` takes the field over
+// (value unchanged) and the master decides again at once.
+// (Before: only a manager starting with "ovnkube" was recognised; the real
+// one was not, and the two masters fought over status.host and the label.)
+func TestHoldsAServiceWrittenByOVNKube(t *testing.T) {
 	c := newCluster(t)
 	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
 	kube.SetHost(t, c.ns, "web", "node2")
-	cfg := c.config("standback-status")
+	cfg := c.config("hold-status")
 	cfg.Sync.Translate.AssumeAgentsReady = true
 	m, _ := c.start(cfg, kube.Config)
 	c.eventually("the set", func() bool { return c.setAddresses("node2") == `["10.244.1.5"]` })
+	c.eventually("label on node2", func() bool { return c.egressLabels()[translate.NodeLabel(c.ns, "web")] == "node2" })
 
 	ovnkube := rest.CopyConfig(kube.Config)
-	ovnkube.UserAgent = "ovnkube/v1.3.0 (linux/amd64) kubernetes/8871cd9"
+	ovnkube.UserAgent = "control-plane-1/ovnkube@8871cd9c (linux/amd64) kubernetes/v0.0.0"
 	ovnk, err := egressclient.NewForConfig(ovnkube)
 	if err != nil {
 		t.Fatal(err)
@@ -161,31 +170,87 @@ func TestStandsBackFromOVNKubernetesStatusWrites(t *testing.T) {
 	if _, err := ovnk.K8sV1().EgressServices(c.ns).UpdateStatus(context.Background(), es, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.eventually("the conflict", func() bool {
-		st := m.Conflict()
-		return st.Active() && len(st.StatusWriters) == 1 && st.StatusWriters[0] == c.ns+"/web"
-	})
-	c.conflictEvent("web", "status.host", coexist.Manager, "--enable-egress-service=false")
+	c.eventually("the hold", func() bool { st := m.Conflict(); return len(st.Held) == 1 && st.Held[0] == c.ns+"/web" })
+	if m.Conflict().Active() {
+		t.Errorf("a status writer stands the master back: %s", m.Conflict())
+	}
+	c.heldEvent("web", `"control-plane-1"`, "migrate --apply")
+	// The selector no longer matches node3: the master would move the
+	// service, but it is held.
 	before := m.Select().Stats()
-	c.label("node3", "egress", "no") // a label change on the host makes selection decide its services again
-	blockedSince(c, m, -1, before.Blocked)
-	time.Sleep(200 * time.Millisecond) // a write would have been made by now
+	c.label("node3", "egress", "no")
+	c.label("node1", "egress", "yes")
+	es, err = kube.Egress.K8sV1().EgressServices(c.ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es.Spec.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"egress": "yes"}}
+	if _, err := kube.Egress.K8sV1().EgressServices(c.ns).Update(context.Background(), es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("a held decision", func() bool { return m.Select().Stats().Held > before.Held })
 	if h := c.host("web"); h != "node3" {
-		t.Errorf("the master rewrote status.host to %q during the conflict", h)
+		t.Errorf("the master rewrote the held status.host to %q", h)
 	}
-	if st := m.Select().Stats(); st.StatusWrites != before.StatusWrites || st.LabelPatches != before.LabelPatches {
-		t.Errorf("host selection wrote during the conflict: %+v → %+v", before, st)
+	if l := c.egressLabels()[translate.NodeLabel(c.ns, "web")]; l != "node2" {
+		t.Errorf("the held service's label moved to %q; want it left on node2", l)
 	}
-	if got := c.setAddresses("node3"); got != "" {
-		t.Errorf("the master translated ovn-kubernetes' choice: node3's set %s", got)
+	// Another service is placed meanwhile: no standoff.
+	kube.CreateLoadBalancer(t, c.ns, "api", []string{"172.18.0.101"}, "10.244.1.6@node1")
+	if _, err := kube.Egress.K8sV1().EgressServices(c.ns).Create(context.Background(), testenv.EgressService(c.ns, "api", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
+	c.eventually("api placed", func() bool { return c.host("api") != "" })
 
-	// The operator turned ovn-kubernetes' feature off and wrote the host
-	// back (here: by hand, with another manager): ovn-egress resumes.
-	kube.SetHost(t, c.ns, "web", "node2")
-	c.eventually("resumed", func() bool { return !m.Conflict().Active() })
-	c.eventually("label back on node2", func() bool {
-		return c.egressLabels()[translate.NodeLabel(c.ns, "web")] == "node2"
+	// The way out: migrate takes the field over; the master decides again.
+	held, objs, err := coexist.ForeignStatuses(context.Background(), kube.Egress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for i, h := range held {
+		if h.Key == c.ns+"/web" {
+			found = true
+			if h.Writer.Manager != "control-plane-1" || h.Host != "node3" {
+				t.Errorf("held %+v; want node3 written by control-plane-1", h)
+			}
+			if err := coexist.TakeOver(context.Background(), kube.Egress, objs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("migrate's listing %+v lacks %s/web", held, c.ns)
+	}
+	c.eventually("released", func() bool { return len(m.Conflict().Held) == 0 })
+	c.eventually("web moved to node1 by the master, its label with it", func() bool {
+		return c.host("web") == "node1" && c.egressLabels()[translate.NodeLabel(c.ns, "web")] == "node1"
+	})
+}
+
+// heldEvent waits for the Warning Event of a hold on EgressService name
+// whose message holds every one of want.
+func (c *cluster) heldEvent(name string, want ...string) {
+	c.t.Helper()
+	es, err := kube.Egress.K8sV1().EgressServices(c.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.eventually(coexist.ReasonHeld+" event", func() bool {
+		evs, err := kube.Client.CoreV1().Events(c.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(es.UID)})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		for _, ev := range evs.Items {
+			ok := ev.Reason == coexist.ReasonHeld && ev.Type == "Warning"
+			for _, w := range want {
+				ok = ok && strings.Contains(ev.Message, w)
+			}
+			if ok {
+				return true
+			}
+		}
+		return false
 	})
 }
 
@@ -210,4 +275,52 @@ func TestCentralMasterRefusesAnInterconnectZone(t *testing.T) {
 	if s := m.Conflict().String(); !strings.Contains(s, "--mode=ic") {
 		t.Errorf("the conflict does not say what to do: %s", s)
 	}
+}
+
+// TestStandoffOutlastsABlink: ovn-kubernetes deletes its egress-service
+// rows and writes them again while it moves a host (seen with the real
+// binaries: both zones resumed for the blink, wrote, stood back again and
+// ended half-moved). A conflict that is gone for less than
+// ConflictClearAfter is not gone: nothing is written across the blink; once
+// it stays gone, the master resumes.
+func TestStandoffOutlastsABlink(t *testing.T) {
+	c := newCluster(t)
+	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
+	kube.SetHost(t, c.ns, "web", "node2")
+	cfg := c.config("blink")
+	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.ConflictClearAfter = 2 * time.Second
+	m, _ := c.start(cfg, kube.Config)
+	c.eventually("the set", func() bool { return c.setAddresses("node2") == `["10.244.1.5"]` })
+
+	add := func() string {
+		return strings.TrimSpace(c.ovn.MustNBCtl(t, "--", "--id=@p", "create", "Logical_Router_Policy", "priority=101", `match="ip4.src == 10.244.1.5"`,
+			"action=reroute", `nexthops="10.244.3.2"`, `external_ids:EgressSVC="`+c.ns+`/web"`,
+			"--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p"))
+	}
+	del := func(u string) { c.ovn.MustNBCtl(t, "remove", "Logical_Router", "ovn_cluster_router", "policies", u) }
+	u := add()
+	c.eventually("the conflict", func() bool { return m.Conflict().Active() })
+	kube.SetEndpoints(t, c.ns, "web", "10.244.3.7@node3") // a change the master would write
+	before := m.Sync().Stats()
+
+	// The blink: gone for half a second, back (a new row, as ovnkube
+	// writes it), for a few rounds.
+	for range 3 {
+		del(u)
+		time.Sleep(500 * time.Millisecond)
+		u = add()
+		time.Sleep(300 * time.Millisecond)
+	}
+	if !m.Conflict().Active() {
+		t.Errorf("the standoff ended during the blink")
+	}
+	if st := m.Sync().Stats(); st.Transactions != before.Transactions {
+		t.Errorf("%d NB transactions during the blink", st.Transactions-before.Transactions)
+	}
+	if got := c.setAddresses("node2"); got != `["10.244.1.5"]` {
+		t.Errorf("the master wrote during the blink: node2's set %s", got)
+	}
+	del(u)
+	c.eventually("resumed once gone for good", func() bool { return !m.Conflict().Active() && c.setAddresses("node2") == `["10.244.3.7"]` })
 }

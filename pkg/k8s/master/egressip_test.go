@@ -51,7 +51,7 @@ func TestEgressIPRowsFollowTheAssignment(t *testing.T) {
 	cfg := c.config("ovn-egress-master") // the Lease the RBAC names
 	cfg.Controllers = []string{master.ControllerSelection, master.ControllerTranslation, master.ControllerEgressIP}
 	cfg.Select = selection.Config{HealthInterval: 50 * time.Millisecond, Prober: prober}
-	m, _ := c.start(cfg, saConfig(t)) // as the chart's ServiceAccount: its RBAC reads pods and namespaces
+	m, _ := c.start(cfg, saConfigEgressIP(t)) // as the chart's ServiceAccount (egressIP.enabled): its RBAC reads pods and namespaces, patches egressips
 	if m.EgressIPRows() == nil {
 		t.Fatal("the master runs no EgressIP rows controller with one central NB and translation")
 	}
@@ -211,9 +211,10 @@ func TestEgressIPRowsPodChurnByObject(t *testing.T) {
 }
 
 // TestEgressIPRowsStandBackFromOVNKubernetesEgressIP: while ovn-kubernetes'
-// own EgressIP feature has its policies in NB, the master writes no EgressIP
-// rows (both would steer the same pods at the same priority) and says why;
-// once they are gone it writes them.
+// own EgressIP serves pods in NB (its reroute policy), the master assigns no
+// IP and writes no EgressIP rows (both would steer the same pods at the same
+// priority, and its cluster-manager assigns too) and says why; once it is
+// gone it assigns and writes them.
 func TestEgressIPRowsStandBackFromOVNKubernetesEgressIP(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
@@ -229,10 +230,10 @@ func TestEgressIPRowsStandBackFromOVNKubernetesEgressIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	kube.RunPod(t, c.ns, "client", "node1", nil, []netip.Addr{c.topo.Nodes[0].PodIP(ipfamily.V4, 7)})
-	// ovn-kubernetes' no-reroute policy, as its EgressIP feature writes it.
-	foreign := strings.TrimSpace(c.ovn.MustNBCtl(t, "--id=@p", "create", "Logical_Router_Policy", "priority=102", `match="ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16"`, "action=allow",
-		`external_ids:k8s.ovn.org/owner-controller=default-network-controller`, `external_ids:k8s.ovn.org/owner-type=EgressIP`, `external_ids:k8s.ovn.org/name=EIP-No-Reroute-Pod-To-Pod`,
-		"--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p"))
+	// ovn-kubernetes' EgressIP reroute of a pod, as its EgressIP writes it.
+	foreign := strings.TrimSpace(c.ovn.MustNBCtl(t, "--id=@p", "create", "Logical_Router_Policy", "priority=100", `match="ip4.src == 10.244.1.9"`, "action=reroute",
+		`nexthops="100.64.0.3"`, `external_ids:k8s.ovn.org/owner-controller=default-network-controller`, `external_ids:k8s.ovn.org/owner-type=EgressIP`,
+		`external_ids:k8s.ovn.org/name=other_ns/pod`, "--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p"))
 
 	cfg := c.config("eip-standback")
 	cfg.Controllers = []string{master.ControllerSelection, master.ControllerTranslation, master.ControllerEgressIP}
@@ -251,16 +252,21 @@ func TestEgressIPRowsStandBackFromOVNKubernetesEgressIP(t *testing.T) {
 	ours := func() string {
 		return strings.TrimSpace(c.ovn.MustNBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/name="+e.Name))
 	}
-	c.eventually("assigned, and the rows controller refusing to write", func() bool {
-		got, err := eips.K8sV1().EgressIPs().Get(ctx, e.Name, metav1.GetOptions{})
-		return err == nil && len(got.Status.Items) == 1 && m.EgressIPRows().Stats().Refused > 0
+	c.eventually("the assignment and the rows controller standing back", func() bool {
+		return m.EgressIP().Stats().Blocked > 0 && m.EgressIPRows().Stats().Refused > 0
 	})
+	if got, err := eips.K8sV1().EgressIPs().Get(ctx, e.Name, metav1.GetOptions{}); err != nil || len(got.Status.Items) != 0 {
+		t.Errorf("the master assigned beside ovn-kubernetes' own EgressIP: %+v (%v)", got.Status, err)
+	}
 	if got := ours(); got != "" {
 		t.Fatalf("EgressIP rows written beside ovn-kubernetes' own EgressIP: %s", got)
 	}
-	if got := c.ovn.MustNBCtl(t, "--bare", "--columns=priority", "list", "Logical_Router_Policy", foreign); strings.TrimSpace(got) != "102" {
+	if got := c.ovn.MustNBCtl(t, "--bare", "--columns=priority", "list", "Logical_Router_Policy", foreign); strings.TrimSpace(got) != "100" {
 		t.Errorf("ovn-kubernetes' policy changed: priority %q", got)
 	}
 	c.ovn.MustNBCtl(t, "remove", "Logical_Router", "ovn_cluster_router", "policies", foreign)
-	c.eventually("the rows written once ovn-kubernetes' EgressIP is gone", func() bool { return ours() != "" })
+	c.eventually("assigned and the rows written once ovn-kubernetes' EgressIP is gone", func() bool {
+		got, err := eips.K8sV1().EgressIPs().Get(ctx, e.Name, metav1.GetOptions{})
+		return err == nil && len(got.Status.Items) == 1 && ours() != ""
+	})
 }

@@ -56,7 +56,7 @@ func TestEgressIPInterconnectZones(t *testing.T) {
 			t.Fatal(err)
 		}
 		cur.Status.Items = []egressipv1.EgressIPStatusItem{{Node: node, EgressIP: ip}} // as the master assigns it
-		if _, err := eips.K8sV1().EgressIPs().UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		if _, err := eips.K8sV1().EgressIPs().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

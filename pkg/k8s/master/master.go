@@ -69,6 +69,12 @@ type Config struct {
 	Controllers []string
 	// Observe, when set, gets the master's metrics and health checks.
 	Observe *observe.Server
+	// StatusHold is how long a status.host written by a foreign field
+	// manager holds its EgressService (coexist.DefaultHold when 0).
+	StatusHold time.Duration
+	// ConflictClearAfter is how long a conflict with ovn-kubernetes must stay
+	// gone before the master resumes (coexist.DefaultClearAfter when 0).
+	ConflictClearAfter time.Duration
 }
 
 // DefaultReportNamespace is where the manifests run the node agents.
@@ -263,7 +269,8 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 			return nil, err
 		}
 	}
-	det := coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, Central: cfg.Mode == ModeCentral},
+	det := coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, Central: cfg.Mode == ModeCentral,
+		EgressIP: cfg.runs(ControllerEgressIP), HoldWriters: cfg.runs(ControllerSelection), Hold: cfg.StatusHold, ClearAfter: cfg.ConflictClearAfter},
 		cl.NB, log.WithField("controller", "coexist"), recorder)
 	cfg.Sync.Standoff, cfg.Select.Standoff = det, det
 	if cfg.runs(ControllerTranslation) && cfg.runs(ControllerSelection) {
@@ -281,6 +288,12 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 		cfg.Sync.Reports = m.repInf.Core().V1().ConfigMaps()
 		m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), cl.NB, m.kubeInf, m.egInf, recorder)
 	}
+	if err == nil && cl.NB == nil {
+		// An interconnect master has no NB: the zones' verdicts, in the
+		// node agents' reports, say what ovn-kubernetes has in theirs.
+		m.repInf = informer.Reports(cl.Kube, cfg.ReportNamespace)
+		err = det.WatchReports(m.repInf.Core().V1().ConfigMaps())
+	}
 	if err == nil && cfg.runs(ControllerSelection) {
 		m.probeEgressNodes(&cfg)
 		m.sel, err = selection.New(cfg.Select, log.WithField("controller", "selection"), cl.Kube, cl.Egress, m.kubeInf, m.egInf, recorder)
@@ -296,7 +309,8 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 		if c.Active() {
 			return
 		}
-		// The standoff is over: converge everything skipped meanwhile.
+		// The standoff is over, a hold began or ended, the EgressIP
+		// standoff changed: converge everything skipped meanwhile.
 		for _, ctl := range m.controllers() {
 			ctl.EnqueueAll()
 		}

@@ -134,9 +134,16 @@ func (c *cluster) policyUUIDs() []string {
 	return u
 }
 
-func saConfig(t *testing.T) *rest.Config {
+func saConfig(t *testing.T) *rest.Config { return saConfigOf(t, "../../../dist/master/rbac.yaml") }
+
+// saConfigEgressIP is saConfig with the chart's egressIP.enabled RBAC.
+func saConfigEgressIP(t *testing.T) *rest.Config {
+	return saConfigOf(t, "../../../dist/master/rbac-egressip.yaml")
+}
+
+func saConfigOf(t *testing.T, rbac string) *rest.Config {
 	ctx := context.Background()
-	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/master/rbac.yaml"); err != nil {
+	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", rbac); err != nil {
 		t.Fatal(err)
 	}
 	rc, err := kube.ServiceAccountConfig(ctx, "ovn-egress", "ovn-egress-master")

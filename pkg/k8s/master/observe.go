@@ -68,6 +68,9 @@ func (m *Master) checks(obs *observe.Server) {
 		if c := m.coexist.Conflict(); c.Active() {
 			errs = append(errs, fmt.Errorf("standing back, writing nothing: %s", c))
 		}
+		if c := m.coexist.Conflict(); m.eip != nil && c.EgressIPActive() {
+			errs = append(errs, fmt.Errorf("EgressIP standing back: %s", c.EgressIPString()))
+		}
 		return errors.Join(errs...)
 	})
 	obs.Live("master", func() error {

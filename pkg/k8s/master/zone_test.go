@@ -128,11 +128,14 @@ func runZones(ctx context.Context, t *testing.T, topo testenv.Topology, zones ma
 }
 
 // TestClusterRouteHandedOverToEgressIP: in the host's zone ovn-egress adds
-// the cluster src-ip route to the GR. Once ovn-kubernetes' EgressIP is active
-// there (its allow policies, as it writes them) — and so relies on that
-// route, adopting an existing one as its own — ovn-egress hands the route
-// over (its external ids removed, the row kept) instead of deleting it when
-// the EgressService goes, and writes no second one.
+// the cluster src-ip route to the GR. While ovn-kubernetes' EgressIP is
+// active there (its allow policies, as it writes them) it may rely on that
+// route: ovn-egress writes no second one beside ovn-kubernetes' own; when
+// that one disappears (its feature turned off, or by hand) ovn-egress adds
+// its own again at once — not at the next resync, five minutes later, while
+// traffic from other zones is dropped (seen with the real binaries) — and
+// when the EgressService goes it hands its route over (its external ids
+// removed, the row kept) instead of deleting a route EgressIP relies on.
 func TestClusterRouteHandedOverToEgressIP(t *testing.T) {
 	topo := testenv.DefaultTopology(3, ipfamily.V4)
 	topo.Interconnect = true
@@ -184,7 +187,24 @@ func TestClusterRouteHandedOverToEgressIP(t *testing.T) {
 	z2.MustNBCtl(t, "--", "--id=@p", "create", "Logical_Router_Policy", "priority=102", `match="ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16"`,
 		"action=allow", `external_ids:"k8s.ovn.org/owner-controller"="default-network-controller"`, `external_ids:"k8s.ovn.org/owner-type"="EgressIP"`,
 		`external_ids:"k8s.ovn.org/name"="EIP-No-Reroute-Pod-To-Pod"`, "--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p")
-	wait("the route handed over", func() bool { u, o := route(); return u == owned && o == "{}" })
+	// ovn-kubernetes writes its own route in place of ovn-egress's (as its
+	// EgressIP does where it finds none): ovn-egress writes no second one.
+	z2.MustNBCtl(t, "--", "remove", "Logical_Router", "ovn_cluster_router", "static_routes", owned,
+		"--", "--id=@r", "create", "Logical_Router_Static_Route", "ip_prefix=10.244.0.0/16", "nexthop=100.64.0.3", "policy=src-ip",
+		"--", "add", "Logical_Router", "ovn_cluster_router", "static_routes", "@r")
+	wait("ovn-kubernetes' route alone", func() bool { u, o := route(); return u != "" && u != owned && o == "{}" })
+	theirs, _ := route()
+	time.Sleep(500 * time.Millisecond) // the zone has seen the change (its handler syncs every node on it)
+	if u, o := route(); u != theirs || o != "{}" {
+		t.Errorf("beside ovn-kubernetes' route: %q %s; want it alone", u, o)
+	}
+	// Its route disappears: ovn-egress's own comes back at once.
+	z2.MustNBCtl(t, "remove", "Logical_Router", "ovn_cluster_router", "static_routes", theirs)
+	wait("ovn-egress's cluster route again", func() bool {
+		u, o := route()
+		owned = u
+		return u != "" && strings.Contains(o, "EgressServiceClusterRoute")
+	})
 
 	// The EgressService goes: the handed-over route stays, for EgressIP.
 	if err := kube.Egress.K8sV1().EgressServices(ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {

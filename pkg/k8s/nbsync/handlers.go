@@ -2,6 +2,7 @@ package nbsync
 
 import (
 	"maps"
+	"net/netip"
 	"strings"
 
 	libcache "github.com/ovn-kubernetes/libovsdb/cache"
@@ -345,6 +346,13 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 		case *nbdb.NAT:
 			c.enqueueOwned(r.ExternalIDs)
 		case *nbdb.LogicalRouterStaticRoute:
+			if _, ours := translate.KeyOf(r.ExternalIDs); !ours && c.cfg.Zone != "" && c.isClusterRoute(r) {
+				// Someone else's cluster src-ip route came or went: the
+				// zone's own is needed exactly while there is none
+				// (Input.ForeignClusterRoutes) — not only at the next resync.
+				c.enqueueNodes()
+				return
+			}
 			c.enqueueOwned(r.ExternalIDs) // drift of an owned route (a cluster route) is put back
 		case *nbdb.LogicalRouterPort:
 			if gr, ok := strings.CutPrefix(r.Name, "rtoj-"); ok {
@@ -376,6 +384,24 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 		},
 		DeleteFunc: func(_ string, m model.Model) { onRow(m, true) },
 	}
+}
+
+// isClusterRoute reports whether r is a src-ip route of one of the
+// cluster subnets (who routes the zone's traffic to its gateway router).
+func (c *Controller) isClusterRoute(r *nbdb.LogicalRouterStaticRoute) bool {
+	if r.Policy == nil || *r.Policy != nbdb.LogicalRouterStaticRoutePolicySrcIP {
+		return false
+	}
+	p, err := netip.ParsePrefix(r.IPPrefix)
+	if err != nil {
+		return false
+	}
+	for _, s := range c.cfg.Translate.ClusterSubnets {
+		if p.Masked() == s.Masked() {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Controller) enqueueOwned(ids map[string]string) {

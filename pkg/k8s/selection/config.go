@@ -82,9 +82,13 @@ type Failovers interface {
 	Drained(service, to string, lastGood time.Time)
 }
 
-// Standoff tells the controllers to write nothing, and why.
+// Standoff tells the controllers to write nothing, and why; and which
+// EgressServices are held (status.host written by a foreign field manager:
+// their status.host and node label are left as written).
 type Standoff interface {
 	Blocked() (why string, blocked bool)
+	Held(key string) bool
+	HeldKeys() []string
 }
 
 // DefaultHoldDown is the default HealthHoldDown: a node whose link flaps

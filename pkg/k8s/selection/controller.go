@@ -94,6 +94,9 @@ type Stats struct {
 	Errors int
 	// Blocked counts the syncs that wrote nothing because of a standoff.
 	Blocked int
+	// Held counts host changes not written because another writer's
+	// status.host holds the service (coexist: a foreign field manager).
+	Held int
 }
 
 // New wires the controller to the informer factories (not started yet),

@@ -130,9 +130,12 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 	res := translate.SelectHosts(in)
 	var changed []*egressv1.EgressService
 	for _, es := range in.EgressServices {
-		sel := res.Selections[translate.EgressServiceKey(es)]
+		k := translate.EgressServiceKey(es)
+		sel := res.Selections[k]
 		sum.decided++
 		switch {
+		case sel.Changed() && c.held(k):
+			continue // its status.host stays as another writer left it
 		case !sel.Changed():
 			if sel.Host != "" && sel.Host != egressv1.HostAll {
 				sum.adopted++
@@ -281,7 +284,7 @@ func (c *Controller) syncNodeLabels(ctx context.Context, nodes []string, errs *k
 				hosted = append(hosted, e)
 			}
 		}
-		patch := translate.LabelPatch(n.Labels, translate.HostedLabels(name, hosted))
+		patch := c.withoutHeld(translate.LabelPatch(n.Labels, translate.HostedLabels(name, hosted)))
 		if patch == nil || c.standingBack() {
 			return
 		}
@@ -303,6 +306,34 @@ func (c *Controller) syncNodeLabels(ctx context.Context, nodes []string, errs *k
 			c.log.WithField("node", name).WithField("labels", string(body)).Debug("node labels patched")
 		}
 	})
+}
+
+// held reports (and counts) an EgressService whose status.host another
+// writer's hold keeps.
+func (c *Controller) held(key string) bool {
+	if c.cfg.Standoff == nil || !c.cfg.Standoff.Held(key) {
+		return false
+	}
+	c.statsMu.Lock()
+	c.stats.Held++
+	c.statsMu.Unlock()
+	return true
+}
+
+// withoutHeld drops the labels of held EgressServices from a label patch
+// (nil when nothing is left): another writer's label stays as it is.
+func (c *Controller) withoutHeld(patch map[string]*string) map[string]*string {
+	if c.cfg.Standoff == nil || len(patch) == 0 {
+		return patch
+	}
+	for _, k := range c.cfg.Standoff.HeldKeys() {
+		ns, name, _ := cache.SplitMetaNamespaceKey(k)
+		delete(patch, translate.NodeLabel(ns, name))
+	}
+	if len(patch) == 0 {
+		return nil
+	}
+	return patch
 }
 
 // standingBack reports (and counts) a write the standoff forbids.

@@ -13,7 +13,7 @@ import (
 // EgressIP informer for the egress nodes' cluster routes).
 func (t *Translator) wireEgressIP(eipInf eipinformers.SharedInformerFactory, kubeInf kubeinformers.SharedInformerFactory, recorder record.EventRecorder) error {
 	rcfg := egressip.RowsConfig{Translate: t.cfg.Sync.Translate, MaxOps: t.cfg.Sync.MaxOps, ResyncInterval: t.cfg.Sync.ResyncInterval,
-		Work: t.cfg.Sync.Work, NB: t.cfg.Sync.NB, Zone: t.cfg.Sync.Zone}
+		Work: t.cfg.Sync.Work, NB: t.cfg.Sync.NB, Zone: t.cfg.Sync.Zone, Standoff: t.det}
 	rows, err := egressip.NewRows(rcfg, t.log.WithField("controller", "egressip-rows").WithField("zone", t.cfg.Sync.Zone), t.nb, kubeInf, eipInf, recorder)
 	t.eipRows = rows
 	return err

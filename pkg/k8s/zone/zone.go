@@ -43,6 +43,9 @@ type Config struct {
 	// set): the reroutes of its selected pods and the SNATs of its egress
 	// nodes, beside the EgressServices' rows.
 	EgressIP bool
+	// ConflictClearAfter is how long a conflict with ovn-kubernetes must stay
+	// gone before the zone resumes (coexist.DefaultClearAfter when 0).
+	ConflictClearAfter time.Duration
 }
 
 // Clients are the API clients a zone's translation reads through.
@@ -63,6 +66,7 @@ type Translator struct {
 	eipRows    *egressip.Rows // nil unless Config.EgressIP
 	factories  []factory
 	stopEvents func()
+	verdict    *verdictPublisher
 }
 
 // factory is an informer factory: started by Run, shut down by Close.
@@ -130,11 +134,13 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 		return err
 	}
 	t.stopEvents = stopEvents
-	t.det = coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority}, nb,
+	t.det = coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, EgressIP: cfg.EgressIP, ClearAfter: cfg.ConflictClearAfter}, nb,
 		log.WithField("controller", "coexist").WithField("zone", cfg.Sync.Zone), recorder)
 	cfg.Sync.Standoff = t.det
 	kubeInf := informer.Kube(kube)
-	egInf := informer.Egress(clients.Egress, t.det.ObserveEgressService)
+	// No status-writer holds here: the zone translates status.host as it
+	// stands, whoever wrote it (only host selection writes it back).
+	egInf := informer.Egress(clients.Egress)
 	repInf := informer.Reports(kube, cfg.ReportNamespace)
 	t.factories = []factory{kubeInf, egInf, repInf}
 	cfg.Sync.Reports = repInf.Core().V1().ConfigMaps()
@@ -157,9 +163,14 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 			return err
 		}
 	}
+	t.verdict = newVerdictPublisher(kube, cfg.ReportNamespace, cfg.Node, log.WithField("controller", "zone-verdict"))
 	t.det.OnChange(func(cf coexist.Conflict) {
+		t.verdict.set(coexist.VerdictOf(cf))
 		if !cf.Active() {
 			c.EnqueueAll()
+		}
+		if t.eipRows != nil {
+			t.eipRows.EnqueueAll()
 		}
 	})
 	if cfg.Observe != nil {
@@ -175,6 +186,9 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 			}
 			if cf := t.det.Conflict(); cf.Active() {
 				errs = append(errs, fmt.Errorf("standing back, writing nothing: %s", cf))
+			}
+			if cf := t.det.Conflict(); t.eipRows != nil && cf.EgressIPActive() {
+				errs = append(errs, fmt.Errorf("EgressIP standing back: %s", cf.EgressIPString()))
 			}
 			return errors.Join(errs...)
 		})
@@ -200,6 +214,7 @@ func (t *Translator) EgressIPRows() *egressip.Rows { return t.eipRows }
 // Run starts the informers and converges the zone's NB until ctx ends.
 func (t *Translator) Run(ctx context.Context) error {
 	go t.det.Run(ctx)
+	go t.verdict.run(ctx)
 	for _, f := range t.factories {
 		f.Start(ctx.Done())
 		defer f.Shutdown()

@@ -192,13 +192,13 @@ func newCluster(t *testing.T, o options) *cluster {
 	return c
 }
 
-// credentials applies dist/'s RBAC (the agents' with egressIP.enabled: the
-// EgressIP tests run them with --egressip) and writes a kubeconfig per
-// ServiceAccount.
+// credentials applies dist/'s RBAC (with egressIP.enabled: the EgressIP
+// tests run the master's egressip controller and the agents with --egressip)
+// and writes a kubeconfig per ServiceAccount.
 func (c *cluster) credentials() {
 	t := c.t
 	ctx := context.Background()
-	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/master/rbac.yaml", "../../../dist/node/rbac-egressip.yaml"); err != nil {
+	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/master/rbac-egressip.yaml", "../../../dist/node/rbac-egressip.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	for _, sa := range []struct{ name, path string }{

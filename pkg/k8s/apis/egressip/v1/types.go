@@ -9,12 +9,18 @@ import (
 // one of spec.egressIPs as source, through the node each IP is assigned to.
 // Pod to pod, pod to node and pod to service traffic keep the pod's address.
 //
+// The CRD has no status subresource, as upstream's has none:
+// ovn-kubernetes' own EgressIP controller writes status with a JSON patch on
+// the main resource, which a status subresource would make the API server
+// drop without an error (docs/egressip.md). ovn-egress's master writes
+// status the same way, on the main resource.
+//
 // +genclient
 // +genclient:nonNamespaced
+// +genclient:noStatus
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=egressips,scope=Cluster,shortName=eip
-// +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="EgressIPs",type=string,JSONPath=".spec.egressIPs[*]"
 // +kubebuilder:printcolumn:name="Assigned Node",type=string,JSONPath=".status.items[*].node"
 // +kubebuilder:printcolumn:name="Assigned EgressIPs",type=string,JSONPath=".status.items[*].egressIP"
@@ -24,8 +30,8 @@ type EgressIP struct {
 
 	// Specification of the desired behavior of EgressIP.
 	Spec EgressIPSpec `json:"spec"`
-	// Observed status of EgressIP: written by the master only, through the
-	// status subresource.
+	// Observed status of EgressIP: written by the master only (a patch of
+	// status on the main resource; the CRD has no status subresource).
 	// +optional
 	Status EgressIPStatus `json:"status,omitempty"`
 }

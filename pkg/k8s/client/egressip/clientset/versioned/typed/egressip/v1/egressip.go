@@ -39,8 +39,6 @@ type EgressIPsGetter interface {
 type EgressIPInterface interface {
 	Create(ctx context.Context, egressIP *egressipv1.EgressIP, opts metav1.CreateOptions) (*egressipv1.EgressIP, error)
 	Update(ctx context.Context, egressIP *egressipv1.EgressIP, opts metav1.UpdateOptions) (*egressipv1.EgressIP, error)
-	// Add a +genclient:noStatus comment above the type to avoid generating UpdateStatus().
-	UpdateStatus(ctx context.Context, egressIP *egressipv1.EgressIP, opts metav1.UpdateOptions) (*egressipv1.EgressIP, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 	DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*egressipv1.EgressIP, error)
