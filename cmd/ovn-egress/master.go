@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
@@ -156,6 +157,8 @@ func masterCommand() *cli.Command {
 		reportNamespaceFlag(catXlate),
 		&cli.StringFlag{Name: "controllers", Usage: "controllers to run, comma-separated: selection (hosts, status.host, node labels, health probes), translation (NB rows; central mode only) and egressip (EgressIP status.items and, beside translation, its NB rows; in interconnect the agents write them, --egressip; opt-in: it watches every pod) (default: selection and translation, as the mode has them)", Category: catXlate},
 		&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "re-converge every key this often (0: never)", Category: catXlate},
+		&cli.DurationFlag{Name: "status-hold", Value: coexist.DefaultHold, Usage: "a status.host written by a field manager not ovn-egress's (nor kubectl's) holds that EgressService this long: its host and node label are left as written (ovn-egress migrate --status --apply ends it)", Category: catSelect},
+		&cli.DurationFlag{Name: "conflict-clear-after", Value: coexist.DefaultClearAfter, Usage: "resume only after a conflict with ovn-kubernetes' own features has been gone this long (its rows blink while it moves a host)", Category: catXlate},
 		&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "run only while holding the Lease (several replicas: one active)", Category: catLeader},
 		&cli.StringFlag{Name: "lease-namespace", Value: "ovn-egress", Usage: "namespace of the Lease", Category: catLeader, EnvVars: []string{"POD_NAMESPACE"}},
 		&cli.StringFlag{Name: "lease-name", Value: "ovn-egress-master", Usage: "name of the Lease", Category: catLeader},
@@ -217,6 +220,7 @@ func masterConfig(c *cli.Context) (master.Config, error) {
 		cfg.Sync.AutoBatchWindow = !c.IsSet("nat-batch-window")
 	}
 	cfg.Sync.ResyncInterval = c.Duration("resync-interval")
+	cfg.StatusHold, cfg.ConflictClearAfter = c.Duration("status-hold"), c.Duration("conflict-clear-after")
 	if cfg.Select, err = selectConfig(c); err != nil {
 		return cfg, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/zone"
 	"github.com/ovn-egress/ovn-egress/pkg/node"
@@ -37,6 +38,7 @@ func nodeCommand() *cli.Command {
 	flags = append(flags, kubeFlags()...)
 	flags = append(flags,
 		&cli.StringFlag{Name: "zone", Usage: "interconnect: also translate the EgressServices into this zone's own NB (--nb-address, the node's local NB); the node's zone is its k8s.ovn.org/zone-name, else its name", Category: catOVN},
+		&cli.DurationFlag{Name: "conflict-clear-after", Value: coexist.DefaultClearAfter, Usage: "with --zone: resume only after a conflict with ovn-kubernetes' own features has been gone this long from the zone's NB (its rows blink while it moves a host)", Category: catOVN},
 		&cli.BoolFlag{Name: "egressip", Usage: "EgressIP (the master's egressip controller assigns the IPs): announce the IPv6 egress IPs this node holds (unsolicited neighbour advertisements) and, with --zone, write the zone's EgressIP rows (reroutes of its selected pods, SNATs of its egress nodes); needs the EgressIP CRD and read access to egressips (with --zone also pods and namespaces): the chart's egressIP.enabled", Category: catOVN})
 	flags = append(flags, nbFlags()...)
 	flags = append(flags, translateFlags("cluster-subnets")...)
@@ -103,7 +105,8 @@ func nodeCommand() *cli.Command {
 
 // zoneConfig reads the flags of a node agent's zone translation.
 func zoneConfig(c *cli.Context) (zone.Config, error) {
-	cfg := zone.Config{Node: c.String("node-name"), ReportNamespace: c.String("report-namespace"), EgressIP: c.Bool("egressip")}
+	cfg := zone.Config{Node: c.String("node-name"), ReportNamespace: c.String("report-namespace"), EgressIP: c.Bool("egressip"),
+		ConflictClearAfter: c.Duration("conflict-clear-after")}
 	var err error
 	if cfg.NB, err = nbConfig(c); err != nil {
 		return cfg, err
