@@ -1,7 +1,8 @@
 # ovn-egress — see README.md. Every target works from a clean clone.
 SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN_DIR := $(CURDIR)/bin
 TESTBIN_DIR ?= $(BIN_DIR)/testbin
 TOOLS_DIR ?= $(BIN_DIR)/tools
@@ -26,7 +27,7 @@ OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egre
 SCALE_SERVICES ?= 2000
 OVN25_SCALE_SERVICES ?= 2000
 
-.PHONY: all build deps test test-scale test-ovn25 ovn25 unit testbin generate verify lint demo e2e chaos false-failover bench clean help
+.PHONY: all build image deps test test-scale test-ovn25 ovn25 unit testbin generate verify lint demo e2e chaos false-failover bench clean help
 
 all: build
 
@@ -35,6 +36,9 @@ help: ## list the targets
 
 build: ## build bin/ovn-egress
 	go build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/ovn-egress ./cmd/ovn-egress
+
+image: ## the image, from Debian's packages and the static binary, as an OCI archive: bin/ovn-egress-image.tar (reproducible; hack/image.sh)
+	./hack/image.sh
 
 deps: ## install the Debian packages the tests and the demo need, only what is missing (hack/install-deps.sh)
 	./hack/install-deps.sh

@@ -23,6 +23,10 @@ check tcpdump tcpdump
 check openssl openssl
 # hack/ovn-root.sh (OVN 25.03 for make test-ovn25) builds its root with it.
 check debootstrap debootstrap
+# make image (hack/image.sh) builds the image's Debian root with mmdebstrap;
+# the e2e and the demo run the image's containers with runc.
+check mmdebstrap mmdebstrap
+check runc runc
 if (( ${#need[@]} == 0 )); then
   echo "install-deps: everything present"
   exit 0

@@ -32,7 +32,8 @@ func observeFlags() []cli.Flag {
 // startObserve starts the metrics and health listener of --metrics-address
 // (nothing is served when it is empty, but metrics are still kept).
 func startObserve(c *cli.Context, log *logrus.Entry) (*observe.Server, error) {
-	s := observe.New(observe.Config{Address: c.String("metrics-address")}, log.WithField("subsys", "observe"))
+	s := observe.New(observe.Config{Address: c.String("metrics-address"), Version: version, Commit: commit, Component: c.Command.Name},
+		log.WithField("subsys", "observe"))
 	return s, s.Start(c.Context)
 }
 

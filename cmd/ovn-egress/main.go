@@ -17,8 +17,12 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// version is stamped by the Makefile (-X main.version=...).
-var version = "dev"
+// version and commit are stamped by the Makefile and the image builds
+// (-X main.version=... -X main.commit=...).
+var (
+	version = "dev"
+	commit  = "unknown"
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -54,7 +58,7 @@ func versionCommand() *cli.Command {
 		Name:  "version",
 		Usage: "print the version",
 		Action: func(c *cli.Context) error {
-			fmt.Fprintf(c.App.Writer, "ovn-egress %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(c.App.Writer, "ovn-egress %s (commit %s, %s, %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
 		},
 	}

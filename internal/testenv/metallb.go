@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,8 +174,15 @@ func (m *MetalLB) ensureSpeakerPod(node, addr string) {
 // be (NetNS.ForwardLoopback). It stops when t ends.
 func (k *Kube) ForwardInto(t testing.TB, ns *NetNS) {
 	t.Helper()
+	if _, done := forwarded.LoadOrStore(ns.Name, true); done {
+		return // once per namespace: the agent's pod and MetalLB's speaker share a node's
+	}
+	t.Cleanup(func() { forwarded.Delete(ns.Name) })
 	ns.ForwardLoopback(t, strings.TrimPrefix(k.Config.Host, "https://"))
 }
+
+// forwarded are the namespaces ForwardInto has forwarded the API server into.
+var forwarded sync.Map
 
 func (k *Kube) ensureNamespace(ctx context.Context, name string) error {
 	_, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})

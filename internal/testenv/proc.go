@@ -27,6 +27,11 @@ type daemon struct {
 	// process appends to the same file, and what an earlier run printed
 	// must not answer for this one.
 	logFrom int64
+	// signal, when set, delivers signals instead of kill(2) on the process
+	// group (a container: runc passes SIGTERM on; a SIGKILL goes through
+	// `runc kill`); pid, when set, is the process tests signal themselves.
+	signal func(syscall.Signal)
+	pid    func() int
 }
 
 // startDaemon starts bin with args, logging to dir/name.out.
@@ -76,12 +81,25 @@ func (d *daemon) stop(grace time.Duration) {
 		return
 	default:
 	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	d.send(syscall.SIGTERM)
 	select {
 	case <-d.done:
 	case <-time.After(grace):
-		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		d.send(syscall.SIGKILL)
 		<-d.done
+	}
+}
+
+// send delivers sig: through the signal hook, or SIGTERM to the process
+// and SIGKILL to its whole group.
+func (d *daemon) send(sig syscall.Signal) {
+	switch {
+	case d.signal != nil:
+		d.signal(sig)
+	case sig == syscall.SIGKILL:
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+	default:
+		_ = d.cmd.Process.Signal(sig)
 	}
 }
 
@@ -92,12 +110,17 @@ func (d *daemon) kill() {
 		return
 	default:
 	}
-	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+	d.send(syscall.SIGKILL)
 	<-d.done
 }
 
-// Pid returns the daemon's process id.
-func (d *daemon) Pid() int { return d.cmd.Process.Pid }
+// Pid returns the daemon's process id (a container's first process).
+func (d *daemon) Pid() int {
+	if d.pid != nil {
+		return d.pid()
+	}
+	return d.cmd.Process.Pid
+}
 
 // waitFor polls cond every few milliseconds until it returns nil, the timeout
 // passes, or one of the watched daemons exits.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -26,6 +27,10 @@ type Config struct {
 	// Address is host:port to listen on ("" serves nothing; the checks and
 	// metrics are still kept, for tests).
 	Address string
+	// Version and Commit label ovn_egress_build_info (when Version is set).
+	Version, Commit string
+	// Component labels it too: master or node.
+	Component string
 }
 
 // Check returns nil when what it checks is fine.
@@ -48,6 +53,13 @@ type Server struct {
 func New(cfg Config, log *logrus.Entry) *Server {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if cfg.Version != "" {
+		info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ovn_egress_build_info",
+			Help:        "Always 1; the labels say which build runs (version, commit, Go version) and as what component.",
+			ConstLabels: prometheus.Labels{"version": cfg.Version, "commit": cfg.Commit, "goversion": runtime.Version(), "component": cfg.Component}})
+		info.Set(1)
+		reg.MustRegister(info)
+	}
 	return &Server{cfg: cfg, log: log, reg: reg, live: map[string]Check{}, ready: map[string]Check{}}
 }
 

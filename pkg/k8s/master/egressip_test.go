@@ -19,6 +19,7 @@ import (
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
+	"github.com/ovn-egress/ovn-egress/pkg/observe"
 )
 
 // TestEgressIPRowsFollowTheAssignment runs the master with the EgressIP
@@ -238,6 +239,7 @@ func TestEgressIPRowsStandBackFromOVNKubernetesEgressIP(t *testing.T) {
 	cfg := c.config("eip-standback")
 	cfg.Controllers = []string{master.ControllerSelection, master.ControllerTranslation, master.ControllerEgressIP}
 	cfg.Select = selection.Config{HealthInterval: 50 * time.Millisecond, Prober: allReachable{}}
+	cfg.Observe = observe.New(observe.Config{}, testLogger(t))
 	m, _ := c.start(cfg, kube.Config)
 	eips, err := eipclient.NewForConfig(kube.Config)
 	if err != nil {
@@ -257,6 +259,9 @@ func TestEgressIPRowsStandBackFromOVNKubernetesEgressIP(t *testing.T) {
 	})
 	if got, err := eips.K8sV1().EgressIPs().Get(ctx, e.Name, metav1.GetOptions{}); err != nil || len(got.Status.Items) != 0 {
 		t.Errorf("the master assigned beside ovn-kubernetes' own EgressIP: %+v (%v)", got.Status, err)
+	}
+	if err := cfg.Observe.IsReady(); err == nil || !strings.Contains(err.Error(), "EgressIP standing back") || !strings.Contains(err.Error(), "--enable-egress-ip=false") {
+		t.Errorf("readiness beside ovn-kubernetes' serving EgressIP: %v; want not ready, naming the flag", err)
 	}
 	if got := ours(); got != "" {
 		t.Fatalf("EgressIP rows written beside ovn-kubernetes' own EgressIP: %s", got)

@@ -22,9 +22,10 @@ import (
 )
 
 // The suite's shared pieces: one kube-apiserver for the package and the
-// product binary, built once.
+// product's image, built and unpacked once.
 var (
 	kube *testenv.Kube
+	img  *testenv.ProductImage
 	bin  string
 )
 
@@ -43,11 +44,20 @@ func runMain(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	bin = filepath.Join(dir, "ovn-egress")
-	build := exec.Command("go", "build", "-o", bin, "../../../cmd/ovn-egress")
+	// The product as shipped: its image, built from this tree (make image;
+	// the Debian root is reused, so this costs a Go build), unpacked once.
+	build := exec.Command("../../../hack/image.sh")
 	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("build ovn-egress: %v\n%s", err, out)
+		return 0, fmt.Errorf("make image: %v\n%s", err, out)
 	}
+	archive, err := testenv.ImageArchive()
+	if err != nil {
+		return 0, err
+	}
+	if img, err = testenv.UnpackProductImage(archive, dir); err != nil {
+		return 0, err
+	}
+	bin = img.Binary // the CLI (verify) is the image's binary too
 	kube, err = testenv.StartKube(filepath.Join(dir, "kube"))
 	if err != nil {
 		return 0, err
@@ -69,9 +79,12 @@ type options struct {
 	// (default) or "local" (pod egress through the management port, the
 	// host masquerades it).
 	gatewayMode string
-	// masterArgs are extra flags of the master; agentArgs, of every node agent.
+	// masterArgs are extra flags of the master; agentArgs, of every node
+	// agent (the chart's master.extraArgs and node.extraArgs).
 	masterArgs []string
 	agentArgs  []string
+	// egressIP: the chart's egressIP.enabled.
+	egressIP bool
 	// nbMembers > 1 runs the NB as a RAFT cluster of that many members;
 	// the masters reach it over TCP through their pods' loopback, so that a
 	// filter in a master's pod cuts it off the NB as it does off the API.
@@ -82,12 +95,12 @@ type options struct {
 }
 
 // cluster is a 3-node OVN cluster forwarding real packets, with the
-// product running as real processes: each master replica in its own pod on
-// node1 (so its health probes reach the nodes' management ports through
-// OVN) and one node
-// agent per node in its host namespace, each with the ServiceAccount and
-// RBAC from dist/. The harness plays MetalLB: it keeps every egress
-// Service's ingress IP on the node carrying the Service's egress label.
+// product running as a kubelet runs it: its image through runc, each
+// container as the Helm chart's rendered pod template says (testenv.PodRun)
+// — each master replica in its own pod on node1 (so its health probes reach
+// the nodes' management ports through OVN), one node agent per node in its
+// host network namespace — with the ServiceAccounts, RBAC and admission
+// policies of dist/. MetalLB announces the Services' ingress IPs.
 type cluster struct {
 	t       *testing.T
 	opts    options
@@ -99,11 +112,9 @@ type cluster struct {
 	procs   *testenv.Processes
 	masters []*testenv.Process
 	agents  map[string]*testenv.Process
-	// agentMetrics is each agent's /metrics URL (on this machine's
-	// loopback); the masters listen on the master pod's, masterMetrics.
-	agentMetrics map[string]string
-	mcfg         string // master kubeconfig
-	ncfg         string // node kubeconfig
+	// chart is the chart rendered with the cluster's values: the pod
+	// templates the product's containers run by.
+	chart testenv.Rendered
 	// mpods are the master replicas' pods, one per replica a Deployment
 	// would run; masterPod[i] is the index of master i's pod (a replica
 	// started again takes the pod of one that exited).
@@ -143,12 +154,14 @@ func newCluster(t *testing.T, o options) *cluster {
 	if o.masters == 0 {
 		o.masters = 1
 	}
-	ovn := testenv.NewOVN(t, testenv.OVNOptions{NBMembers: o.nbMembers})
+	// The masters reach the NB over TCP through their pods' loopback, as a
+	// Deployment reaches ovnkube-db.
+	ovn := testenv.NewOVN(t, testenv.OVNOptions{NBMembers: o.nbMembers, NBTCP: true})
 	topo := testenv.DefaultTopology(3, o.families...)
 	for i := range topo.Nodes {
 		topo.Nodes[i].GatewayMode = o.gatewayMode
 	}
-	c := &cluster{t: t, opts: o, ovn: ovn, topo: topo, dir: t.TempDir(), agents: map[string]*testenv.Process{}, agentMetrics: map[string]string{},
+	c := &cluster{t: t, opts: o, ovn: ovn, topo: topo, dir: t.TempDir(), agents: map[string]*testenv.Process{},
 		pods: map[string]*pod{}, balanced: map[netip.Addr]string{}, dnat: map[netip.Addr]netip.Addr{}}
 	c.dp = testenv.NewDataplane(t, ovn, topo)
 	c.topo = c.dp.Topo
@@ -168,6 +181,7 @@ func newCluster(t *testing.T, o options) *cluster {
 	c.echo = testenv.StartEcho(t, c.dp.Ext, echoPort, c.dp.ExtIPs()...)
 	c.capture = testenv.StartCapture(t, c.dp.Ext, "eth0")
 	c.credentials()
+	c.chart = testenv.RenderChart(t, c.values())
 	for i := 0; i < o.masters; i++ {
 		c.startMasterPod(i)
 	}
@@ -194,26 +208,39 @@ func newCluster(t *testing.T, o options) *cluster {
 
 // credentials applies dist/'s RBAC (with egressIP.enabled: the EgressIP
 // tests run the master's egressip controller and the agents with --egressip)
-// and writes a kubeconfig per ServiceAccount.
+// and the node agents' admission policies, as an install does.
 func (c *cluster) credentials() {
-	t := c.t
 	ctx := context.Background()
-	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/master/rbac-egressip.yaml", "../../../dist/node/rbac-egressip.yaml"); err != nil {
-		t.Fatal(err)
+	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/master/rbac-egressip.yaml", "../../../dist/node/rbac-egressip.yaml",
+		"../../../dist/node/admission.yaml"); err != nil {
+		c.t.Fatal(err)
 	}
-	for _, sa := range []struct{ name, path string }{
-		{"ovn-egress-master", filepath.Join(c.dir, "master.kubeconfig")},
-		{"ovn-egress-node", filepath.Join(c.dir, "node.kubeconfig")},
-	} {
-		rc, err := kube.ServiceAccountConfig(ctx, "ovn-egress", sa.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := kube.KubeconfigFor(rc, sa.path); err != nil {
-			t.Fatal(err)
-		}
+}
+
+// values are the chart's values for this cluster: what an operator would
+// set (the NB, the networks, the backend, EgressIP) and, through
+// master.extraArgs and node.extraArgs, the test's faster timings.
+func (c *cluster) values() map[string]any {
+	var cs, js []string
+	for _, p := range c.topo.ClusterSubnets {
+		cs = append(cs, p.String())
 	}
-	c.mcfg, c.ncfg = filepath.Join(c.dir, "master.kubeconfig"), filepath.Join(c.dir, "node.kubeconfig")
+	for _, p := range c.topo.JoinSubnets {
+		js = append(js, p.String())
+	}
+	master := append([]string{"--unassigned-traffic=" + c.opts.unassigned, "--health-check-mode=connect",
+		"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms", "--nat-batch-window=100ms", "--log-level=debug"}, c.opts.masterArgs...)
+	node := append([]string{"--withdraw-grace=1s", "--log-level=debug"}, c.opts.agentArgs...)
+	return map[string]any{
+		"mode":           "central",
+		"nb":             map[string]any{"address": c.nbAddressOfMasters()},
+		"clusterSubnets": strings.Join(cs, ","),
+		"joinSubnets":    strings.Join(js, ","),
+		"snatBackend":    c.opts.backend,
+		"egressIP":       map[string]any{"enabled": c.opts.egressIP},
+		"master":         map[string]any{"extraArgs": master},
+		"node":           map[string]any{"extraArgs": node},
+	}
 }
 
 func (c *cluster) subnetFlags() []string {
@@ -239,20 +266,19 @@ func (c *cluster) startMasterPod(i int) {
 	}
 	p := c.dp.AddPod(t, n.Name, fmt.Sprintf("ovn-egress-master-%d", i), ips...)
 	kube.ForwardInto(t, p)
-	if c.opts.nbMembers > 1 {
-		for _, a := range c.ovn.NBTCPAddresses() {
-			p.ForwardLoopback(t, strings.TrimPrefix(a, "tcp:"))
-		}
+	for _, a := range strings.Split(c.nbAddressOfMasters(), ",") {
+		p.ForwardLoopback(t, strings.TrimPrefix(a, "tcp:"))
 	}
 	c.mpods = append(c.mpods, p)
 }
 
-// nbAddressOfMasters is the --nb-address the masters are given.
+// nbAddressOfMasters is the --nb-address the masters are given (the
+// chart's nb.address): TCP, forwarded into their pods.
 func (c *cluster) nbAddressOfMasters() string {
 	if c.opts.nbMembers > 1 {
 		return strings.Join(c.ovn.NBTCPAddresses(), ",")
 	}
-	return c.ovn.NBAddress()
+	return c.ovn.NBTCPAddress()
 }
 
 // startMaster starts one master replica, in the first pod no running
@@ -274,14 +300,14 @@ func (c *cluster) startMaster() *testenv.Process {
 	if pod < 0 {
 		c.t.Fatalf("every master pod holds a running replica")
 	}
-	args := []string{"netns", "exec", c.mpods[pod].Name, bin, "master", "--kubeconfig=" + c.mcfg, "--nb-address=" + c.nbAddressOfMasters(),
-		"--snat-backend=" + c.opts.backend, "--unassigned-traffic=" + c.opts.unassigned, "--health-check-mode=connect",
-		"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms", "--nat-batch-window=100ms",
-		"--lease-identity=" + masterIdentity(len(c.masters)), "--log-level=debug",
-		fmt.Sprintf("--metrics-address=127.0.0.1:%d", masterMetricsPort+len(c.masters))}
-	args = append(args, c.subnetFlags()...)
-	args = append(args, c.opts.masterArgs...)
-	p := c.procs.Start(c.dir, fmt.Sprintf("master-%d", len(c.masters)), nil, "ip", args...)
+	i := len(c.masters)
+	ident, err := kube.PodIdentity(context.Background(), c.dir, "ovn-egress", "ovn-egress-master", masterIdentity(i), c.topo.Nodes[0].Name)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	p := img.StartPod(c.t, c.procs, c.dir, testenv.PodRun{Name: fmt.Sprintf("master-%d", i), Pod: c.chart.Master, Container: "master",
+		NetNS: "/run/netns/" + c.mpods[pod].Name, ServiceAccount: ident, APIServer: strings.TrimPrefix(kube.Config.Host, "https://"),
+		Downward: map[string]string{"metadata.name": masterIdentity(i), "metadata.namespace": "ovn-egress", "spec.nodeName": c.topo.Nodes[0].Name}})
 	c.masters = append(c.masters, p)
 	c.masterPod = append(c.masterPod, pod)
 	return p
@@ -289,53 +315,31 @@ func (c *cluster) startMaster() *testenv.Process {
 
 func masterIdentity(i int) string { return fmt.Sprintf("master-%d", i) }
 
-// masterMetricsPort is replica 0's metrics port in its pod (the
-// manifests' 9476; replica i listens on 9476+i in its pod).
-const masterMetricsPort = 9476
+// masterMetricsPort is the masters' metrics port in their pods (the chart's
+// metrics.masterPort), nodeMetricsPort the agents' in their nodes' host
+// namespaces (metrics.nodePort).
+const (
+	masterMetricsPort = 9476
+	nodeMetricsPort   = 9477
+)
 
-// startAgent starts the node agent of node inside its host namespace. Its
-// metrics port is chosen free beforehand, so another process (the test
-// packages run side by side) may take it meanwhile: an agent that exits
-// with "address already in use" is started again on a fresh port.
+// startAgent starts the node agent of node in its host network namespace,
+// as the DaemonSet's pod on that node.
 func (c *cluster) startAgent(node string) *testenv.Process {
-	for attempt := 0; ; attempt++ {
-		if c.agentMetrics[node] == "" {
-			ports, err := testenv.FreePorts(1)
-			if err != nil {
-				c.t.Fatal(err)
-			}
-			c.agentMetrics[node] = fmt.Sprintf("127.0.0.1:%d", ports[0])
-		}
-		args := []string{"node", "--node-name=" + node, "--netns=" + c.dp.Hosts[node].Name, "--kubeconfig=" + c.ncfg,
-			"--health-listen", "--withdraw-grace=1s", "--log-level=debug", c.subnetFlags()[0],
-			"--metrics-address=" + c.agentMetrics[node]}
-		args = append(args, c.opts.agentArgs...)
-		p := c.procs.Start(c.dir, "agent-"+node, nil, bin, args...)
-		c.agents[node] = p
-		if attempt == 3 || !metricsPortTaken(c.t, p) {
-			return p
-		}
-		c.t.Logf("agent %s: metrics port %s taken meanwhile; starting it on another", node, c.agentMetrics[node])
-		c.agentMetrics[node] = ""
+	name := "ovn-egress-node-" + node
+	ident, err := kube.PodIdentity(context.Background(), c.dir, "ovn-egress", "ovn-egress-node", name, node)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-}
-
-// metricsPortTaken waits until p serves its metrics or exits, and reports
-// whether it exited because its metrics address was in use. It reads only
-// what this run of p printed (a restart appends to the same log).
-func metricsPortTaken(t testing.TB, p *testenv.Process) bool {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		log := p.Output()
-		if strings.Contains(log, "serving /metrics") {
-			return false
-		}
-		if p.Exited() != nil {
-			return strings.Contains(log, "address already in use")
-		}
-	}
-	t.Logf("no \"serving /metrics\" within 30 s (the test goes on; its own waits tell):\n%s", p.Log(20))
-	return false
+	h := c.dp.Hosts[node]
+	kube.ForwardInto(c.t, h)
+	p := img.StartPod(c.t, c.procs, c.dir, testenv.PodRun{Name: "agent-" + node, Pod: c.chart.Node, Container: "node",
+		NetNS: "/run/netns/" + h.Name, ServiceAccount: ident, APIServer: strings.TrimPrefix(kube.Config.Host, "https://"),
+		Downward: map[string]string{"metadata.name": name, "metadata.namespace": "ovn-egress", "spec.nodeName": node,
+			"status.hostIP": c.topo.Node(node).HostIPs[0].Addr().String()},
+		HostPaths: map[string]string{"/etc/iproute2": "/etc/iproute2"}})
+	c.agents[node] = p
+	return p
 }
 
 // addPod starts a pod on node with addresses .k of each family.

@@ -41,7 +41,7 @@ func TestDemo(t *testing.T) {
 	}
 	say("starting OVN (NB, SB, northd), Open vSwitch + ovn-controller, 3 nodes in network namespaces, kube-apiserver ...")
 	c := newCluster(t, options{families: []ipfamily.Family{ipfamily.V4}, namespace: "shop",
-		masterArgs: []string{"--controllers=selection,translation,egressip"}})
+		egressIP: true})
 	say("cluster up: 3 nodes, master and one node agent per node running as their ServiceAccounts")
 
 	// The example workload: shop/web with pods on node1 and node3, node2
@@ -85,7 +85,7 @@ func TestDemo(t *testing.T) {
 			"ovn_egress_master_leader", "ovn_egress_egressservices", "ovn_egress_host_changes_total", "ovn_egress_nb_transactions_total"))
 	}
 	if m, err := c.agentMetricsOf(host); err == nil {
-		show("curl -s "+c.agentMetrics[host]+"/metrics   ("+host+"'s agent; excerpt)", metricLines(m,
+		show(fmt.Sprintf("ip netns exec %s curl -s 127.0.0.1:%d/metrics   (%s's agent, in its host namespace; excerpt)", c.dp.Hosts[host].Name, nodeMetricsPort, host), metricLines(m,
 			"ovn_egress_node_snat_elements", "ovn_egress_node_ready_services", "ovn_egress_node_leak_guard_dropped_packets_total"))
 	}
 

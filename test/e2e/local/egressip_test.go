@@ -205,8 +205,7 @@ func failoverRounds() int {
 // namespace labelled team=<prefix>-<unique>; it returns the EgressIP client
 // and the team.
 func newEgressIPCluster(t *testing.T, prefix string, families ...ipfamily.Family) (*cluster, eipclient.Interface, string) {
-	c := newCluster(t, options{families: families,
-		masterArgs: []string{"--controllers=selection,translation,egressip"}, agentArgs: []string{"--egressip"}})
+	c := newCluster(t, options{families: families, egressIP: true})
 	eips, err := eipclient.NewForConfig(kube.Config)
 	if err != nil {
 		t.Fatal(err)

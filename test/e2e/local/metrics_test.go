@@ -10,12 +10,12 @@ import (
 
 // masterMetrics scrapes master replica i (inside the master pod).
 func (c *cluster) masterMetrics(i int) (testenv.Samples, error) {
-	return testenv.ScrapeIn(context.Background(), c.mpods[c.masterPod[i]], fmt.Sprintf("http://127.0.0.1:%d/metrics", masterMetricsPort+i))
+	return testenv.ScrapeIn(context.Background(), c.mpods[c.masterPod[i]], fmt.Sprintf("http://127.0.0.1:%d/metrics", masterMetricsPort))
 }
 
 // agentMetricsOf scrapes node's agent.
 func (c *cluster) agentMetricsOf(node string) (testenv.Samples, error) {
-	return testenv.Scrape(context.Background(), "http://"+c.agentMetrics[node]+"/metrics")
+	return testenv.ScrapeIn(context.Background(), c.dp.Hosts[node], fmt.Sprintf("http://127.0.0.1:%d/metrics", nodeMetricsPort))
 }
 
 // leaderMetric waits until the lease holder's metric (name, labels) has
