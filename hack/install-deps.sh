@@ -27,6 +27,8 @@ check debootstrap debootstrap
 # the e2e and the demo run the image's containers with runc.
 check mmdebstrap mmdebstrap
 check runc runc
+# make verify lints every shell script.
+check shellcheck shellcheck
 if (( ${#need[@]} == 0 )); then
   echo "install-deps: everything present"
   exit 0

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Renders dist/'s Deployment, DaemonSet and RBAC manifests from the Helm
-# chart dist/helm/ovn-egress (the one source of truth): the chart's default
-# values give the central deployment (dist/master, dist/node), mode=ic the
-# interconnect one (dist/ic). The chart's crds/ is dist/crds. HELM names
+# chart dist/helm/ovn-egress (the one source of truth): mode=central gives
+# the central deployment (dist/master, dist/node), the chart's default
+# (mode=ic) the interconnect one (dist/ic). The chart's files/crds is
+# dist/crds (its templates/crds.yaml installs and upgrades them). HELM names
 # the helm binary (built from hack/helm, pinned, when unset).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,9 +15,9 @@ if [[ -z ${HELM:-} ]]; then
   HELM=$TOOLS/helm
 fi
 cd "$ROOT"
-rm -rf "$CHART/crds"
-mkdir -p "$CHART/crds"
-cp dist/crds/*.yaml "$CHART/crds/"
+rm -rf "$CHART/crds" "$CHART/files/crds"
+mkdir -p "$CHART/files/crds"
+cp dist/crds/*.yaml "$CHART/files/crds/"
 
 # render TEMPLATE OUT [--set ...]: one template, its "---" and "# Source"
 # lines replaced by a header naming where it comes from.
@@ -28,13 +29,18 @@ render() {
     "$HELM" template ovn-egress "$CHART" --namespace ovn-egress --show-only "templates/$tpl" "$@" | sed -e '1{/^---$/d}' -e '/^# Source: /d'
   } > "$out"
 }
-render master-rbac.yaml dist/master/rbac.yaml
-render master-deployment.yaml dist/master/deployment.yaml
-render node-rbac.yaml dist/node/rbac.yaml
-render node-daemonset.yaml dist/node/daemonset.yaml
-render node-admission.yaml dist/node/admission.yaml
-render master-deployment.yaml dist/ic/master-deployment.yaml --set mode=ic
-render node-daemonset.yaml dist/ic/node-daemonset.yaml --set mode=ic
-render node-rbac.yaml dist/ic/node-rbac-egressip.yaml --set mode=ic --set egressIP.enabled=true
-render node-rbac.yaml dist/node/rbac-egressip.yaml --set egressIP.enabled=true
-render master-rbac.yaml dist/master/rbac-egressip.yaml --set egressIP.enabled=true
+render master-rbac.yaml dist/master/rbac.yaml --set mode=central
+render master-deployment.yaml dist/master/deployment.yaml --set mode=central
+render node-rbac.yaml dist/node/rbac.yaml --set mode=central
+render node-daemonset.yaml dist/node/daemonset.yaml --set mode=central
+render node-admission.yaml dist/node/admission.yaml --set mode=central
+render node-admission.yaml dist/ic/node-admission.yaml
+render node-rbac.yaml dist/ic/node-rbac.yaml
+render master-rbac.yaml dist/ic/master-rbac.yaml
+render master-deployment.yaml dist/ic/master-deployment.yaml
+render node-daemonset.yaml dist/ic/node-daemonset.yaml
+render node-rbac.yaml dist/ic/node-rbac-egressip.yaml --set egressIP.enabled=true
+render node-rbac.yaml dist/node/rbac-egressip.yaml --set mode=central --set egressIP.enabled=true
+render master-rbac.yaml dist/master/rbac-egressip.yaml --set mode=central --set egressIP.enabled=true
+render master-pdb.yaml dist/master/pdb.yaml --set mode=central
+render master-pdb.yaml dist/ic/master-pdb.yaml

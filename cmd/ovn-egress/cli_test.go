@@ -141,7 +141,10 @@ func TestTranslateNBCtlThenVerify(t *testing.T) {
 			kube.SetReport(t, "node2", translate.Report{ns + "/web": kube.ReportFor(t, "node2", ns, "web", topo.ClusterSubnets)})
 
 			manifest := exportManifest(t, ns)
-			subnets := []string{"--cluster-subnets", "10.244.0.0/16,fd00:10:244::/48", "--snat-backend", backend}
+			// The networks given to both: offline, translate cannot find the
+			// cluster's (verify would, from the API server's ServiceCIDRs).
+			subnets := []string{"--cluster-subnets", "10.244.0.0/16,fd00:10:244::/48", "--service-cidrs", "10.96.0.0/16",
+				"--join-subnets", "100.64.0.0/16", "--snat-backend", backend}
 			xlate := append([]string{"translate", "-f", manifest}, subnets...)
 			if backend == "ovn" {
 				// The gateway path's rows depend on the NB (its GRs' SNAT, and

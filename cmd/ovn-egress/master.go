@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
@@ -46,9 +47,9 @@ func nbConfig(c *cli.Context) (ovn.ClientConfig, error) {
 func translateFlags(except ...string) []cli.Flag {
 	d := translate.DefaultConfig()
 	all := []cli.Flag{
-		&cli.StringFlag{Name: "cluster-subnets", Value: prefixList(d.ClusterSubnets), Usage: "pod networks, comma-separated (ovn-kubernetes --cluster-subnets, without host prefixes)", Category: catXlate},
-		&cli.StringFlag{Name: "join-subnets", Value: prefixList(d.JoinSubnets), Usage: "join-switch networks, comma-separated", Category: catXlate},
-		&cli.StringFlag{Name: "service-cidrs", Value: prefixList(d.ServiceCIDRs), Usage: "service networks, comma-separated", Category: catXlate},
+		&cli.StringFlag{Name: "cluster-subnets", Usage: "pod networks, comma-separated (ovn-kubernetes --cluster-subnets; host prefixes are dropped) (default: the cluster's — ovn-kubernetes' ovn-config net_cidr — else " + prefixList(d.ClusterSubnets) + ")", Category: catXlate},
+		&cli.StringFlag{Name: "join-subnets", Usage: "join-switch networks, comma-separated (default: ovn-kubernetes' 100.64.0.0/16 and fd98::/64 for the cluster's families)", Category: catXlate},
+		&cli.StringFlag{Name: "service-cidrs", Usage: "service networks, comma-separated (default: the cluster's — ovn-config svc_cidr, else its ServiceCIDR objects — else " + prefixList(d.ServiceCIDRs) + ")", Category: catXlate},
 		&cli.IntFlag{Name: "reroute-priority", Value: d.ReroutePriority, Usage: "priority of the reroute (and drop) policies", Category: catXlate},
 		&cli.IntFlag{Name: "allow-priority", Value: d.AllowPriority, Usage: "priority of the allow policies that keep cluster, join, service and node traffic from being rerouted", Category: catXlate},
 		&cli.StringFlag{Name: "snat-backend", Value: string(d.Backend), Usage: "where the SNAT to the load-balancer IP happens: host (node agent, nftables) or ovn (NAT rows on the host's gateway router)", Category: catXlate},
@@ -65,6 +66,7 @@ func translateFlags(except ...string) []cli.Flag {
 
 func translateConfig(c *cli.Context) (translate.Config, error) {
 	cfg := translate.DefaultConfig()
+	cfg.ClusterSubnets, cfg.JoinSubnets, cfg.ServiceCIDRs = nil, nil, nil // given, or resolved (resolveNetworks)
 	var err error
 	for _, p := range []struct {
 		flag string
@@ -77,7 +79,7 @@ func translateConfig(c *cli.Context) (translate.Config, error) {
 	cfg.ReroutePriority, cfg.AllowPriority = c.Int("reroute-priority"), c.Int("allow-priority")
 	cfg.Backend = translate.Backend(c.String("snat-backend"))
 	cfg.UnassignedTraffic = c.String("unassigned-traffic")
-	return cfg, cfg.Validate()
+	return cfg, nil // validated by resolveNetworks, once the networks are known
 }
 
 func parsePrefixes(s string) ([]netip.Prefix, error) {
@@ -178,17 +180,25 @@ func masterCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := masterConfig(c)
-			if err != nil {
-				return err
-			}
 			rc, err := kubeConfig(c)
 			if err != nil {
 				return err
 			}
-			if cfg.Observe, err = startObserve(c, log); err != nil {
+			kube, err := kubernetes.NewForConfig(rc)
+			if err != nil {
+				return fmt.Errorf("kubernetes client: %w", err)
+			}
+			obs, err := startObserve(c, log)
+			if err != nil {
 				return err
 			}
+			cfg, err := masterConfig(c, func(tc *translate.Config) error {
+				return resolveNetworks(c.Context, c, tc, kube, "master", obs.Registry(), log)
+			})
+			if err != nil {
+				return err
+			}
+			cfg.Observe = obs
 			m, err := master.New(c.Context, cfg, rc, log)
 			if err != nil {
 				return err
@@ -198,7 +208,8 @@ func masterCommand() *cli.Command {
 	}
 }
 
-func masterConfig(c *cli.Context) (master.Config, error) {
+// masterConfig reads the master's flags; resolve completes the networks.
+func masterConfig(c *cli.Context, resolve func(*translate.Config) error) (master.Config, error) {
 	cfg := master.Config{Mode: c.String("mode"), ReportNamespace: c.String("report-namespace")}
 	for _, n := range strings.Split(c.String("controllers"), ",") {
 		if n = strings.TrimSpace(n); n != "" {
@@ -213,6 +224,9 @@ func masterConfig(c *cli.Context) (master.Config, error) {
 		}
 	}
 	if cfg.Sync.Translate, err = translateConfig(c); err != nil {
+		return cfg, err
+	}
+	if err := resolve(&cfg.Sync.Translate); err != nil {
 		return cfg, err
 	}
 	if cfg.Sync.Translate.Backend == translate.BackendOVN {

@@ -15,6 +15,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/zone"
 	"github.com/ovn-egress/ovn-egress/pkg/node"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 func nodeCommand() *cli.Command {
@@ -30,7 +31,7 @@ func nodeCommand() *cli.Command {
 		&cli.BoolFlag{Name: "health-listen", Usage: "accept TCP connections on the node's management IPs at --health-check-port (for the master's connect probe)", Category: catNode},
 		&cli.IntFlag{Name: "health-check-port", Value: d.HealthCheckPort, Usage: "port of the health listener", Category: catNode},
 		&cli.StringFlag{Name: "rt-tables", Value: d.RTTables, Usage: "iproute2 table names, for networks that are not VRF devices", Category: catNode},
-		&cli.StringFlag{Name: "cluster-subnets", Value: prefixList(d.ClusterSubnets), Usage: "pod networks, comma-separated (as the master's): endpoints outside are host-networked and never configured, traffic to them is never SNATed", Category: catNode},
+		&cli.StringFlag{Name: "cluster-subnets", Usage: "pod networks, comma-separated (as the master's): endpoints outside are host-networked and never configured, traffic to them is never SNATed (default: the cluster's, as the master finds them)", Category: catNode},
 		&cli.StringFlag{Name: "mgmt-port", Value: d.MgmtPort, Usage: "management port; traffic out of it goes back into the cluster and is never SNATed", Category: catNode},
 		&cli.BoolFlag{Name: "enable-forwarding", Value: d.EnableForwarding, Usage: "turn on IPv4/IPv6 forwarding for the families the node programs where it is off: IPv4 on the management port and egress interfaces only, IPv6 behind a forward guard (--enable-forwarding=false leaves the sysctls alone)", Category: catNode},
 		&cli.StringFlag{Name: "netns", Usage: "run all netlink and nftables work in this named network namespace (tests, local e2e)", Category: catNode},
@@ -72,6 +73,19 @@ func nodeCommand() *cli.Command {
 			if cfg.Observe, err = startObserve(c, log); err != nil {
 				return err
 			}
+			// The cluster's networks: the agent's (cluster subnets) and,
+			// with --zone, its zone translation's.
+			tc, err := translateConfig(c)
+			if err == nil {
+				err = resolveNetworks(c.Context, c, &tc, kube, "node", cfg.Observe.Registry(), log)
+			}
+			if err != nil {
+				return err
+			}
+			cfg.ClusterSubnets = tc.ClusterSubnets
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
 			// One set of worker metrics for the agent and its zone's translation.
 			cfg.Work = controller.NewMetrics(cfg.Observe.Registry())
 			var eip eipclient.Interface
@@ -83,7 +97,7 @@ func nodeCommand() *cli.Command {
 			if c.String("zone") == "" {
 				return node.RunAgent(c.Context, cfg, kube, egress, eip, log)
 			}
-			zcfg, err := zoneConfig(c)
+			zcfg, err := zoneConfig(c, tc)
 			if err != nil {
 				return err
 			}
@@ -103,17 +117,16 @@ func nodeCommand() *cli.Command {
 	}
 }
 
-// zoneConfig reads the flags of a node agent's zone translation.
-func zoneConfig(c *cli.Context) (zone.Config, error) {
+// zoneConfig reads the flags of a node agent's zone translation; tc is
+// the translation's configuration, its networks resolved.
+func zoneConfig(c *cli.Context, tc translate.Config) (zone.Config, error) {
 	cfg := zone.Config{Node: c.String("node-name"), ReportNamespace: c.String("report-namespace"), EgressIP: c.Bool("egressip"),
 		ConflictClearAfter: c.Duration("conflict-clear-after")}
 	var err error
 	if cfg.NB, err = nbConfig(c); err != nil {
 		return cfg, err
 	}
-	if cfg.Sync.Translate, err = translateConfig(c); err != nil {
-		return cfg, err
-	}
+	cfg.Sync.Translate = tc
 	cfg.Sync.Zone = c.String("zone")
 	cfg.Sync.ResyncInterval = 5 * time.Minute
 	return cfg, cfg.Sync.Validate()
@@ -139,9 +152,5 @@ func nodeConfig(c *cli.Context) (node.Config, error) {
 	cfg.EnableForwarding = c.Bool("enable-forwarding")
 	cfg.NetNS = c.String("netns")
 	cfg.EgressIP = c.Bool("egressip")
-	var err error
-	if cfg.ClusterSubnets, err = parsePrefixes(c.String("cluster-subnets")); err != nil {
-		return cfg, fmt.Errorf("--cluster-subnets: %w", err)
-	}
-	return cfg, cfg.Validate()
+	return cfg, nil // validated once the cluster subnets are resolved
 }

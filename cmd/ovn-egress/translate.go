@@ -41,6 +41,10 @@ func translateCommand() *cli.Command {
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			cfg, err := translateConfig(c)
+			if err == nil {
+				// Offline: networks not given are kind's (ovn-kubernetes' defaults).
+				err = resolveNetworks(c.Context, c, &cfg, nil, "translate", nil, quietLog())
+			}
 			if err != nil {
 				return cli.Exit(err, exitError)
 			}

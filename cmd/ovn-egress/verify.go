@@ -92,6 +92,14 @@ func verify(ctx context.Context, c *cli.Context) (verifyResult, error) {
 	if err != nil {
 		return res, err
 	}
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return res, err
+	}
+	// The networks the master uses, as it finds them (flags given win).
+	if err := resolveNetworks(ctx, c, &cfg, kc, "verify", nil, quietLog()); err != nil {
+		return res, err
+	}
 	objs, err := listObjects(ctx, rc)
 	if err != nil {
 		return res, err

@@ -7,6 +7,7 @@ package tools
 
 import (
 	_ "github.com/ovn-kubernetes/libovsdb/cmd/modelgen"
+	_ "github.com/rhysd/actionlint/cmd/actionlint"
 	_ "honnef.co/go/tools/cmd/staticcheck"
 	_ "k8s.io/code-generator/cmd/applyconfiguration-gen"
 	_ "k8s.io/code-generator/cmd/client-gen"

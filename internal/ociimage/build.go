@@ -150,8 +150,8 @@ func Build(w io.Writer, s Spec) (string, error) {
 		layers = append(layers, Descriptor{MediaType: MediaTypeLayer, Digest: b.digest, Size: int64(len(gz))})
 	}
 	cfg := Config{Created: created, Architecture: s.Arch, OS: "linux",
-		Config: ImageConfig{Entrypoint: s.Entrypoint, Cmd: s.Cmd, Env: s.Env, Labels: s.Labels},
-		RootFS: RootFS{Type: "layers", DiffIDs: diffIDs},
+		Config:  ImageConfig{Entrypoint: s.Entrypoint, Cmd: s.Cmd, Env: s.Env, Labels: s.Labels},
+		RootFS:  RootFS{Type: "layers", DiffIDs: diffIDs},
 		History: []HistoryRow{{Created: created, CreatedBy: s.BaseDoc}, {Created: created, CreatedBy: s.FilesDoc}}}
 	cb, err := json.Marshal(cfg)
 	if err != nil {

@@ -136,7 +136,7 @@ func (img *ProductImage) StartPod(t testing.TB, ps *Processes, dir string, r Pod
 		return exec.Command(bins["runc"], append([]string{"--root", state}, args...)...)
 	}
 	_ = runc("delete", "--force", id).Run() // a container left by a killed run of the same name
-	p := ps.Start(dir, r.Name, nil, bins["runc"], "--root", state, "run", "--bundle", bundle, id)
+	p := ps.StartThen(func() { _ = runc("delete", "--force", id).Run() }, dir, r.Name, nil, bins["runc"], "--root", state, "run", "--bundle", bundle, id)
 	p.d.signal = func(sig syscall.Signal) {
 		if sig == syscall.SIGKILL {
 			_ = runc("kill", id, "KILL").Run()
@@ -155,10 +155,6 @@ func (img *ProductImage) StartPod(t testing.TB, ps *Processes, dir string, r Pod
 		_ = json.Unmarshal(out, &st)
 		return st.Pid
 	}
-	go func() {
-		<-p.d.done
-		_ = runc("delete", "--force", id).Run()
-	}()
 	return p
 }
 

@@ -36,6 +36,13 @@ type daemon struct {
 
 // startDaemon starts bin with args, logging to dir/name.out.
 func startDaemon(dir, name string, env []string, bin string, args ...string) (*daemon, error) {
+	return startDaemonThen(nil, dir, name, env, bin, args...)
+}
+
+// startDaemonThen is startDaemon with afterExit run once the process has
+// exited, before anyone waiting for it is told (a container's runtime state
+// is removed then, not while the test's directory is).
+func startDaemonThen(afterExit func(), dir, name string, env []string, bin string, args ...string) (*daemon, error) {
 	out := filepath.Join(dir, name+".out")
 	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -58,6 +65,9 @@ func startDaemon(dir, name string, env []string, bin string, args ...string) (*d
 	go func() {
 		d.err = cmd.Wait()
 		f.Close()
+		if afterExit != nil {
+			afterExit()
+		}
 		close(d.done)
 	}()
 	return d, nil
@@ -257,7 +267,14 @@ func NewProcesses(t testing.TB) *Processes {
 // Start starts a member, as StartProcess does.
 func (ps *Processes) Start(dir, name string, env []string, bin string, args ...string) *Process {
 	ps.t.Helper()
-	d, err := startDaemon(dir, name, env, bin, args...)
+	return ps.StartThen(nil, dir, name, env, bin, args...)
+}
+
+// StartThen is Start with afterExit run once the member has exited, before
+// Stop, Kill or the group's cleanup return.
+func (ps *Processes) StartThen(afterExit func(), dir, name string, env []string, bin string, args ...string) *Process {
+	ps.t.Helper()
+	d, err := startDaemonThen(afterExit, dir, name, env, bin, args...)
 	if err != nil {
 		ps.t.Fatal(err)
 	}

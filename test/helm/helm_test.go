@@ -78,20 +78,26 @@ func TestChartLints(t *testing.T) {
 // template, exactly the manifest dist/ holds (dist/ is generated from the
 // chart by `make generate`; this fails when one was edited alone).
 func TestChartRendersDist(t *testing.T) {
+	central := []string{"--set", "mode=central"}
 	for _, c := range []struct {
 		tpl, file string
 		set       []string
 	}{
-		{"master-rbac.yaml", "../../dist/master/rbac.yaml", nil},
-		{"master-deployment.yaml", "../../dist/master/deployment.yaml", nil},
-		{"node-rbac.yaml", "../../dist/node/rbac.yaml", nil},
-		{"node-daemonset.yaml", "../../dist/node/daemonset.yaml", nil},
-		{"node-admission.yaml", "../../dist/node/admission.yaml", nil},
-		{"master-deployment.yaml", "../../dist/ic/master-deployment.yaml", []string{"--set", "mode=ic"}},
-		{"node-daemonset.yaml", "../../dist/ic/node-daemonset.yaml", []string{"--set", "mode=ic"}},
-		{"node-rbac.yaml", "../../dist/ic/node-rbac-egressip.yaml", []string{"--set", "mode=ic", "--set", "egressIP.enabled=true"}},
-		{"node-rbac.yaml", "../../dist/node/rbac-egressip.yaml", []string{"--set", "egressIP.enabled=true"}},
-		{"master-rbac.yaml", "../../dist/master/rbac-egressip.yaml", []string{"--set", "egressIP.enabled=true"}},
+		{"master-rbac.yaml", "../../dist/master/rbac.yaml", central},
+		{"master-deployment.yaml", "../../dist/master/deployment.yaml", central},
+		{"master-pdb.yaml", "../../dist/master/pdb.yaml", central},
+		{"node-rbac.yaml", "../../dist/node/rbac.yaml", central},
+		{"node-daemonset.yaml", "../../dist/node/daemonset.yaml", central},
+		{"node-admission.yaml", "../../dist/node/admission.yaml", central},
+		{"master-rbac.yaml", "../../dist/ic/master-rbac.yaml", nil},
+		{"master-deployment.yaml", "../../dist/ic/master-deployment.yaml", nil},
+		{"master-pdb.yaml", "../../dist/ic/master-pdb.yaml", nil},
+		{"node-rbac.yaml", "../../dist/ic/node-rbac.yaml", nil},
+		{"node-daemonset.yaml", "../../dist/ic/node-daemonset.yaml", nil},
+		{"node-admission.yaml", "../../dist/ic/node-admission.yaml", nil},
+		{"node-rbac.yaml", "../../dist/ic/node-rbac-egressip.yaml", []string{"--set", "egressIP.enabled=true"}},
+		{"node-rbac.yaml", "../../dist/node/rbac-egressip.yaml", []string{"--set", "mode=central", "--set", "egressIP.enabled=true"}},
+		{"master-rbac.yaml", "../../dist/master/rbac-egressip.yaml", []string{"--set", "mode=central", "--set", "egressIP.enabled=true"}},
 	} {
 		args := append([]string{"template", "ovn-egress", chart, "--namespace", "ovn-egress", "--show-only", "templates/" + c.tpl}, c.set...)
 		got := body(run(t, args...))
@@ -105,9 +111,9 @@ func TestChartRendersDist(t *testing.T) {
 	}
 	for _, f := range mustGlob(t, "../../dist/crds/*.yaml") {
 		a, _ := os.ReadFile(f)
-		b, err := os.ReadFile(filepath.Join(chart, "crds", filepath.Base(f)))
+		b, err := os.ReadFile(filepath.Join(chart, "files", "crds", filepath.Base(f)))
 		if err != nil || string(a) != string(b) {
-			t.Errorf("the chart's crds/%s is not dist/crds' (run 'make generate'): %v", filepath.Base(f), err)
+			t.Errorf("the chart's files/crds/%s is not dist/crds' (run 'make generate'): %v", filepath.Base(f), err)
 		}
 	}
 }
@@ -153,48 +159,93 @@ func mustGlob(t *testing.T, pattern string) []string {
 	return m
 }
 
-// TestChartInstalls: `helm install` as a user runs it (its own namespace,
-// the CRD from crds/) is accepted by the API server, and so are an upgrade
-// to interconnect with the NB TLS secret and health settings, and the
-// uninstall.
+// TestChartInstalls: `helm install` with the defaults (interconnect, the
+// networks discovered, the CRDs from the chart's templates) is accepted by
+// the API server; an upgrade to central with the NB TLS secret and health
+// settings is too; values the schema refuses (a mode that does not exist, a
+// bad CIDR, a port out of range) are refused by `helm install` before
+// anything is written; the uninstall removes the chart's objects and keeps
+// the CRDs (deleting a CRD deletes every object of it).
 func TestChartInstalls(t *testing.T) {
 	ctx := context.Background()
 	const ns = "ovn-egress"
+	for _, bad := range []struct{ set, want string }{
+		{"mode=centrall", "mode"},
+		{"clusterSubnets=10.244.0.0", "clusterSubnets"},
+		{"metrics.nodePort=70000", "nodePort"},
+		{"master.extraArgs={-v}", "extraArgs"},
+	} {
+		out, err := runErr(t, "install", "ovn-egress-bad", chart, "--namespace", ns, "--create-namespace", "--set", bad.set)
+		if err == nil || !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, bad.want) {
+			t.Errorf("helm install --set %s: %v\n%s; want refused by the schema, naming %s", bad.set, err, out, bad.want)
+		}
+	}
+	// The CRDs exist already (upstream's, or applied from dist/crds): the
+	// chart takes them over as docs/operations.md says — labelled and
+	// annotated for the release — and upgrades them from then on.
+	for _, args := range [][]string{
+		{"label", "crd", "egressservices.k8s.ovn.org", "egressips.k8s.ovn.org", "app.kubernetes.io/managed-by=Helm", "--overwrite"},
+		{"annotate", "crd", "egressservices.k8s.ovn.org", "egressips.k8s.ovn.org", "meta.helm.sh/release-name=ovn-egress",
+			"meta.helm.sh/release-namespace=ovn-egress", "--overwrite"},
+	} {
+		if out, err := kube.Kubectl(args...); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 	run(t, "install", "ovn-egress", chart, "--namespace", ns, "--create-namespace")
+	crd, err := kube.Client.Discovery().ServerResourcesForGroupVersion("k8s.ovn.org/v1")
+	if err != nil || len(crd.APIResources) == 0 {
+		t.Errorf("k8s.ovn.org/v1 after the install: %v", err)
+	}
 	dep, err := kube.Client.AppsV1().Deployments(ns).Get(ctx, "ovn-egress-master", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--nb-address=$(OVN_NB_ADDRESS)") || !slices.Contains(args, "--metrics-address=:9476") {
-		t.Errorf("central master args %v", args)
+	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--mode=ic") || !slices.Contains(args, "--metrics-address=:9476") ||
+		slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--cluster-subnets") }) {
+		t.Errorf("default master args %v; want interconnect, networks discovered", args)
+	}
+	if dep.Labels["app.kubernetes.io/instance"] != "ovn-egress" || dep.Labels["app.kubernetes.io/managed-by"] != "Helm" {
+		t.Errorf("the Deployment's labels %v lack the recommended ones", dep.Labels)
+	}
+	if sp := dep.Spec.Template.Spec.SecurityContext; sp == nil || sp.SeccompProfile == nil || sp.SeccompProfile.Type != "RuntimeDefault" {
+		t.Errorf("the master pod's seccomp profile: %+v", sp)
+	}
+	if _, err := kube.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "ovn-egress-master", metav1.GetOptions{}); err != nil {
+		t.Errorf("the master's PodDisruptionBudget: %v", err)
 	}
 	if _, err := kube.Client.RbacV1().ClusterRoles().Get(ctx, "ovn-egress-node", metav1.GetOptions{}); err != nil {
 		t.Errorf("node ClusterRole: %v", err)
+	}
+	if _, err := kube.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "ovn-egress-node", metav1.GetOptions{}); err != nil {
+		t.Errorf("the agents' admission policy: %v", err)
 	}
 	if _, err := kube.Egress.K8sV1().EgressServices("default").List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("the CRD is not served: %v", err)
 	}
 
-	run(t, "upgrade", "ovn-egress", chart, "--namespace", ns, "--set", "mode=ic", "--set", "healthCheck.interval=250ms",
-		"--set", "healthCheck.timeout=250ms", "--set", "healthCheck.holdDown=1m", "--set", "healthCheck.maxRate=2000", "--set", "image.tag=v1.2.3")
+	run(t, "upgrade", "ovn-egress", chart, "--namespace", ns, "--set", "mode=central", "--set", "healthCheck.interval=250ms",
+		"--set", "healthCheck.timeout=250ms", "--set", "healthCheck.holdDown=1m", "--set", "healthCheck.maxRate=2000", "--set", "image.tag=v1.2.3",
+		"--set", "nb.address=tcp:ovnkube-db.ovn-kubernetes.svc:6641", "--set-string", "clusterSubnets=10.244.0.0/16\\,fd00:10:244::/48")
 	ds, err := kube.Client.AppsV1().DaemonSets(ns).Get(ctx, "ovn-egress-node", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := ds.Spec.Template.Spec.Containers[0]
-	if !slices.Contains(c.Args, "--zone=$(NODE_NAME)") || c.Image != "ghcr.io/ovn-egress/ovn-egress:v1.2.3" {
-		t.Errorf("interconnect node: image %s, args %v", c.Image, c.Args)
+	if slices.Contains(c.Args, "--zone=$(NODE_NAME)") || c.Image != "ghcr.io/ovn-egress/ovn-egress:v1.2.3" ||
+		!slices.Contains(c.Args, "--cluster-subnets=10.244.0.0/16,fd00:10:244::/48") {
+		t.Errorf("central node: image %s, args %v", c.Image, c.Args)
 	}
 	dep, err = kube.Client.AppsV1().Deployments(ns).Get(ctx, "ovn-egress-master", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--mode=ic") || !slices.Contains(args, "--health-interval=250ms") || !slices.Contains(args, "--health-hold-down=1m") ||
-		!slices.Contains(args, "--health-max-rate=2000") {
-		t.Errorf("interconnect master args %v", args)
+	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--nb-address=$(OVN_NB_ADDRESS)") || !slices.Contains(args, "--health-interval=250ms") ||
+		!slices.Contains(args, "--health-hold-down=1m") || !slices.Contains(args, "--health-max-rate=2000") {
+		t.Errorf("central master args %v", args)
 	}
 
-	run(t, "upgrade", "ovn-egress", chart, "--namespace", ns, "--set", "nb.tlsSecret=nb-client", "--set", "nb.address=ssl:ovnkube-db.ovn-kubernetes.svc:6643")
+	run(t, "upgrade", "ovn-egress", chart, "--namespace", ns, "--set", "mode=central", "--set", "nb.tlsSecret=nb-client", "--set", "nb.address=ssl:ovnkube-db.ovn-kubernetes.svc:6643")
 	dep, err = kube.Client.AppsV1().Deployments(ns).Get(ctx, "ovn-egress-master", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -207,5 +258,131 @@ func TestChartInstalls(t *testing.T) {
 	run(t, "uninstall", "ovn-egress", "--namespace", ns)
 	if _, err := kube.Client.AppsV1().Deployments(ns).Get(ctx, "ovn-egress-master", metav1.GetOptions{}); err == nil {
 		t.Errorf("the Deployment is still there after uninstall")
+	}
+	if _, err := kube.Egress.K8sV1().EgressServices("default").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the CRD went with the uninstall: %v", err)
+	}
+}
+
+// runErr runs helm and returns its combined output and error.
+func runErr(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	cmd := exec.CommandContext(ctx, helm, args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"), "KUBECONFIG="+kube.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// installCommand reports whether a documented command installs or changes
+// the install (kubectl apply, label, annotate, create; helm install,
+// upgrade) — what an operator copies to deploy; inspection commands with
+// placeholders (kubectl get node NODE) are not run.
+func installCommand(l string) bool {
+	for _, p := range []string{"kubectl apply ", "kubectl label ", "kubectl annotate ", "kubectl create ", "helm install ", "helm upgrade "} {
+		if strings.HasPrefix(l, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// documentedCommands are the install commands of README.md and
+// docs/*.md's shell blocks, as printed (a trailing "\" joins lines).
+func documentedCommands(t *testing.T) []string {
+	t.Helper()
+	files := append([]string{"../../README.md"}, mustGlob(t, "../../docs/*.md")...)
+	var out []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, cont := false, ""
+		for _, l := range strings.Split(string(b), "\n") {
+			switch {
+			case strings.HasPrefix(l, "```sh"):
+				in = true
+				continue
+			case strings.HasPrefix(l, "```"):
+				in = false
+				continue
+			}
+			if !in {
+				continue
+			}
+			l = strings.TrimSpace(cont + l)
+			if strings.HasSuffix(l, "\\") {
+				cont = strings.TrimSuffix(l, "\\") + " "
+				continue
+			}
+			cont = ""
+			if installCommand(l) && !slices.Contains(out, l) { // printed in two places: run once
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+// TestDocumentedInstallCommands: every install command (installCommand)
+// the README and docs/ print runs verbatim, from the repository's root, against a
+// real API server (in the order an operator follows: the CRDs taken over
+// for Helm, the Helm install and upgrades, then — after an uninstall — the
+// plain manifests, server-side applied), so a document cannot drift from
+// what works.
+func TestDocumentedInstallCommands(t *testing.T) {
+	cmds := documentedCommands(t)
+	if len(cmds) < 5 {
+		t.Fatalf("found only %d documented commands: %q", len(cmds), cmds)
+	}
+	phase := func(c string) int {
+		switch {
+		case strings.HasPrefix(c, "kubectl label crd"), strings.HasPrefix(c, "kubectl annotate crd"):
+			return 0
+		case strings.HasPrefix(c, "helm install"):
+			return 1
+		case strings.HasPrefix(c, "helm "):
+			return 2
+		default:
+			return 3
+		}
+	}
+	slices.SortStableFunc(cmds, func(a, b string) int { return phase(a) - phase(b) })
+	testbin, err := testenv.TestbinPath("kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	env := append(os.Environ(), "KUBECONFIG="+kube.Kubeconfig, "PATH="+filepath.Dir(testbin)+":"+filepath.Dir(helm)+":"+os.Getenv("PATH"),
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	sh := func(c string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", c)
+		cmd.Dir, cmd.Env = "../..", env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("documented command %q: %v\n%s", c, err, out)
+		}
+	}
+	uninstalled := false
+	for _, c := range cmds {
+		if phase(c) == 3 && !uninstalled {
+			sh("helm uninstall ovn-egress --namespace ovn-egress --wait")
+			uninstalled = true
+		}
+		sh(c)
+		t.Logf("ran: %s", c)
+	}
+	ctx := context.Background()
+	if _, err := kube.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "ovn-egress-node", metav1.GetOptions{}); err != nil {
+		t.Errorf("the plain manifests applied no admission policy: %v", err)
+	}
+	for _, n := range []string{"ovn-egress-master", "ovn-egress-node"} {
+		if _, err := kube.Client.RbacV1().ClusterRoles().Get(ctx, n, metav1.GetOptions{}); err != nil {
+			t.Errorf("ClusterRole %s: %v", n, err)
+		}
 	}
 }

@@ -140,6 +140,9 @@ type pod struct {
 
 const echoPort = 7777
 
+// serviceCIDRs are the cluster's service networks the product is given.
+const serviceCIDRs = "10.96.0.0/16"
+
 func newCluster(t *testing.T, o options) *cluster {
 	t.Helper()
 	if len(o.families) == 0 {
@@ -181,7 +184,6 @@ func newCluster(t *testing.T, o options) *cluster {
 	c.echo = testenv.StartEcho(t, c.dp.Ext, echoPort, c.dp.ExtIPs()...)
 	c.capture = testenv.StartCapture(t, c.dp.Ext, "eth0")
 	c.credentials()
-	c.chart = testenv.RenderChart(t, c.values())
 	for i := 0; i < o.masters; i++ {
 		c.startMasterPod(i)
 	}
@@ -233,6 +235,7 @@ func (c *cluster) values() map[string]any {
 	node := append([]string{"--withdraw-grace=1s", "--log-level=debug"}, c.opts.agentArgs...)
 	return map[string]any{
 		"mode":           "central",
+		"serviceCIDRs":   serviceCIDRs,
 		"nb":             map[string]any{"address": c.nbAddressOfMasters()},
 		"clusterSubnets": strings.Join(cs, ","),
 		"joinSubnets":    strings.Join(js, ","),
@@ -251,7 +254,7 @@ func (c *cluster) subnetFlags() []string {
 	for _, p := range c.topo.JoinSubnets {
 		js = append(js, p.String())
 	}
-	return []string{"--cluster-subnets=" + strings.Join(cs, ","), "--join-subnets=" + strings.Join(js, ",")}
+	return []string{"--cluster-subnets=" + strings.Join(cs, ","), "--join-subnets=" + strings.Join(js, ","), "--service-cidrs=" + serviceCIDRs}
 }
 
 // startMasterPod creates master replica i's pod namespace on node1 and
@@ -305,6 +308,9 @@ func (c *cluster) startMaster() *testenv.Process {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	// Rendered at each start: a test may change the cluster's values
+	// (another backend), as an operator's `helm upgrade` would.
+	c.chart = testenv.RenderChart(c.t, c.values())
 	p := img.StartPod(c.t, c.procs, c.dir, testenv.PodRun{Name: fmt.Sprintf("master-%d", i), Pod: c.chart.Master, Container: "master",
 		NetNS: "/run/netns/" + c.mpods[pod].Name, ServiceAccount: ident, APIServer: strings.TrimPrefix(kube.Config.Host, "https://"),
 		Downward: map[string]string{"metadata.name": masterIdentity(i), "metadata.namespace": "ovn-egress", "spec.nodeName": c.topo.Nodes[0].Name}})
@@ -333,6 +339,7 @@ func (c *cluster) startAgent(node string) *testenv.Process {
 	}
 	h := c.dp.Hosts[node]
 	kube.ForwardInto(c.t, h)
+	c.chart = testenv.RenderChart(c.t, c.values())
 	p := img.StartPod(c.t, c.procs, c.dir, testenv.PodRun{Name: "agent-" + node, Pod: c.chart.Node, Container: "node",
 		NetNS: "/run/netns/" + h.Name, ServiceAccount: ident, APIServer: strings.TrimPrefix(kube.Config.Host, "https://"),
 		Downward: map[string]string{"metadata.name": name, "metadata.namespace": "ovn-egress", "spec.nodeName": node,

@@ -53,7 +53,7 @@ if [[ $E2E_MODE == central ]]; then
 fi
 log "kind.sh: $nodes nodes, E2E_MODE=$E2E_MODE ${zoning[*]:-(one zone per node)}, $GATEWAY_MODE gateway, $IP_FAMILY, image $OVN_IMAGE"
 (
-  cd "$src/contrib"
+  cd "$src/contrib" || exit 1
   unset OVN_ENABLE_INTERCONNECT KIND_NUM_NODES_PER_ZONE
   K8S_VERSION=$K8S_VERSION OCI_BIN=$OCI_BIN ./kind.sh \
     --cluster-name "$KIND_CLUSTER_NAME" \
