@@ -35,8 +35,9 @@ func translateCommand() *cli.Command {
 		Name:      "translate",
 		Usage:     "print the NB rows the master would write for the objects in manifests (offline, no cluster)",
 		ArgsUsage: " ",
-		Description: "Reads EgressServices (with status.host), Services, EndpointSlices and Nodes from -f, and prints\n" +
-			"the rows the master would write, taking every node agent as ready. Problems go to stderr, one per line.\n" +
+		Description: "Reads EgressServices (with status.host), Services, EndpointSlices and Nodes, and EgressIPs (with\n" +
+			"status.items) with the Namespaces and Pods they select, from -f, and prints the rows the master (or, per\n" +
+			"zone, each node agent) would write, taking every node agent as ready. Problems go to stderr, one per line.\n" +
 			"Exit code 0, or 2 when an input could not be read or parsed.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
@@ -71,10 +72,14 @@ func translateCommand() *cli.Command {
 			if zones[0] == "" && translate.Interconnect(in.Nodes) {
 				zones = translate.Zones(in.Nodes)
 			}
+			if len(res.EgressIPs) > 0 {
+				in.EgressNodes = translate.EgressIPNodes(res.EgressIPs) // their zones' cluster routes
+			}
 			seen := map[string]bool{}
 			for _, z := range zones {
 				in.Zone = z
 				d := translate.Translate(in)
+				addEgressIPs(d, cfg, res, z)
 				for _, p := range d.Problems {
 					if line := p.String(); !seen[line] {
 						seen[line] = true
@@ -91,6 +96,25 @@ func translateCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// addEgressIPs adds the rows of the manifests' EgressIPs (with their
+// status.items, as the master assigned them) to d, for zone z ("": one
+// central NB): the same translation the controllers run.
+func addEgressIPs(d *translate.Desired, cfg translate.Config, res *manifest.Result, zone string) {
+	if len(res.EgressIPs) == 0 {
+		return
+	}
+	in, problems := translate.EgressIPRowsFrom(cfg, res.EgressIPs, res.Namespaces, res.Pods, res.Nodes)
+	if zone != "" {
+		in.InZone(zone, res.Pods)
+	}
+	e := translate.TranslateEgressIPs(in)
+	for k, r := range e.Rows {
+		d.Rows[k] = r
+	}
+	d.Problems = append(d.Problems, problems...)
+	d.Problems = append(d.Problems, e.Problems...)
 }
 
 // selectHosts fills the empty status.host of the input's EgressServices as

@@ -24,6 +24,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -47,14 +48,18 @@ func (e *Error) Unwrap() error { return e.Err }
 // Result is what the manifests held; Skipped names documents of other kinds.
 type Result struct {
 	translate.Objects
-	Skipped []string
+	// EgressIPs and the Namespaces and Pods their selectors choose from.
+	EgressIPs  []*egressipv1.EgressIP
+	Namespaces []*corev1.Namespace
+	Pods       []*corev1.Pod
+	Skipped    []string
 }
 
 // Read reads every path (files, or directories: their *.yaml, *.yml and
 // *.json files, recursively, in name order).
 func Read(paths ...string) (*Result, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, discoveryv1.AddToScheme, egressv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, discoveryv1.AddToScheme, egressv1.AddToScheme, egressipv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -159,6 +164,12 @@ func decodeDoc(decoder runtime.Decoder, doc []byte, res *Result, file string, do
 		res.EndpointSlices = append(res.EndpointSlices, o)
 	case *corev1.Node:
 		res.Nodes = append(res.Nodes, o)
+	case *egressipv1.EgressIP:
+		res.EgressIPs = append(res.EgressIPs, o)
+	case *corev1.Namespace:
+		res.Namespaces = append(res.Namespaces, o)
+	case *corev1.Pod:
+		res.Pods = append(res.Pods, o)
 	case *corev1.ConfigMap:
 		if _, ok := o.Labels[translate.ReportLabel]; !ok {
 			res.Skipped = append(res.Skipped, fmt.Sprintf("%s:%d: %s", file, line, gvk.Kind)) // not a readiness report
