@@ -42,7 +42,7 @@ func TestDemo(t *testing.T) {
 	say("starting OVN (NB, SB, northd), Open vSwitch + ovn-controller, 3 nodes in network namespaces, kube-apiserver ...")
 	c := newCluster(t, options{families: []ipfamily.Family{ipfamily.V4}, namespace: "shop",
 		egressIP: true})
-	say("cluster up: 3 nodes, master and one node agent per node running as their ServiceAccounts")
+	say("cluster up: 3 nodes; the product's image (make image) runs through runc as the Helm chart's pods: the master in its pod, one node agent per node in its host network namespace, as their ServiceAccounts")
 
 	// The example workload: shop/web with pods on node1 and node3, node2
 	// labelled egress=true (examples/).
