@@ -16,7 +16,7 @@ DEMO_ARGS ?=
 
 # The packages whose tests run OVN (NB/SB/northd, RAFT, the dataplane):
 # test-ovn25 runs them on OVN 25.03.
-OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/ ./test/scale/
+OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/ ./test/scale/ ./test/helm/
 # test/scale's 10,000 Services cost the API server 4 to 10 minutes to create
 # on 2 cores (its ClusterIP allocator counts every IPAddress at each
 # allocation: quadratic, docs/performance.md), and more than the package's

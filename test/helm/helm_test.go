@@ -26,12 +26,16 @@ const chart = "../../dist/helm/ovn-egress"
 var (
 	kube *testenv.Kube
 	helm string
+	img  *testenv.ProductImage
 )
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "helm-kube-")
 	if err == nil {
 		helm, err = testenv.TestbinPath("helm")
+	}
+	if err == nil {
+		img, err = productImage(dir)
 	}
 	if err == nil {
 		kube, err = testenv.StartKube(dir)
@@ -367,6 +371,9 @@ func TestDocumentedInstallCommands(t *testing.T) {
 			t.Errorf("documented command %q: %v\n%s", c, err, out)
 		}
 	}
+	t.Cleanup(func() { // the plain manifests' cluster-wide objects would collide with the next test's release
+		sh("kubectl delete --ignore-not-found -f dist/ic/ -f dist/master/ -f dist/node/")
+	})
 	uninstalled := false
 	for _, c := range cmds {
 		if phase(c) == 3 && !uninstalled {
