@@ -45,23 +45,7 @@ func TestTranslateEgressIP(t *testing.T) {
 				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "job"}}},
 			Status: egressipv1.EgressIPStatus{Items: []egressipv1.EgressIPStatusItem{{Node: "node2", EgressIP: eip}}}},
 	}
-	for _, n := range topo.Nodes {
-		node := topo.NodeObject(n)
-		node.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
-		objs = append(objs, node)
-	}
-	var docs []string
-	for _, obj := range objs {
-		b, err := yaml.Marshal(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs = append(docs, string(b))
-	}
-	manifest := filepath.Join(t.TempDir(), "egressip.yaml")
-	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "---\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	manifest := writeManifest(t, append(objs, nodeObjects(topo)...))
 	subnets := []string{"--cluster-subnets", "10.244.0.0/16", "--join-subnets", "100.64.0.0/16", "--service-cidrs", "10.96.0.0/16"}
 	script, stderr, code := run(t, append([]string{"translate", "-f", manifest}, subnets...)...)
 	if code != 0 || !strings.Contains(script, eip) {
@@ -108,20 +92,7 @@ func TestTranslateEgressIP(t *testing.T) {
 	// Interconnect: the same objects with the nodes' transit addresses.
 	ic := testenv.DefaultTopology(3, ipfamily.V4)
 	ic.Interconnect = true
-	docs = docs[:4]
-	for _, n := range ic.Nodes {
-		node := ic.NodeObject(n)
-		node.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
-		b, err := yaml.Marshal(node)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs = append(docs, string(b))
-	}
-	icManifest := filepath.Join(t.TempDir(), "egressip-ic.yaml")
-	if err := os.WriteFile(icManifest, []byte(strings.Join(docs, "---\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	icManifest := writeManifest(t, append(objs, nodeObjects(ic)...))
 	transit2 := ic.Nodes[1].TransitIPs[0].Addr().String()
 	for zone, want := range map[string]string{"node1": transit2, "node2": eip} {
 		out, stderr, code := run(t, append([]string{"translate", "-f", icManifest, "--zone", zone}, subnets...)...)
@@ -129,4 +100,33 @@ func TestTranslateEgressIP(t *testing.T) {
 			t.Errorf("zone %s: exit %d, want %q:\n%s\n%s", zone, code, want, out, stderr)
 		}
 	}
+}
+
+// nodeObjects are the Node objects of topo, as manifests hold them.
+func nodeObjects(topo testenv.Topology) []any {
+	var out []any
+	for _, n := range topo.Nodes {
+		node := topo.NodeObject(n)
+		node.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
+		out = append(out, node)
+	}
+	return out
+}
+
+// writeManifest writes objs as one YAML file of several documents.
+func writeManifest(t *testing.T, objs []any) string {
+	t.Helper()
+	var docs []string
+	for _, obj := range objs {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(b))
+	}
+	p := filepath.Join(t.TempDir(), "objects.yaml")
+	if err := os.WriteFile(p, []byte(strings.Join(docs, "---\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

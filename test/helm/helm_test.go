@@ -50,15 +50,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// run runs helm with its state in the test's temp dir and returns stdout.
+// helmEnv is helm's environment: its state in a temp dir of the test, the
+// test's API server.
+func helmEnv(t *testing.T) []string {
+	home := t.TempDir()
+	return append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"), "KUBECONFIG="+kube.Kubeconfig)
+}
+
+// run runs helm and returns stdout; a failure fails the test.
 func run(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	home := t.TempDir()
 	cmd := exec.CommandContext(ctx, helm, args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
-		"HELM_DATA_HOME="+filepath.Join(home, "data"), "KUBECONFIG="+kube.Kubeconfig)
+	cmd.Env = helmEnv(t)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -273,10 +279,8 @@ func runErr(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	home := t.TempDir()
 	cmd := exec.CommandContext(ctx, helm, args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
-		"HELM_DATA_HOME="+filepath.Join(home, "data"), "KUBECONFIG="+kube.Kubeconfig)
+	cmd.Env = helmEnv(t)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

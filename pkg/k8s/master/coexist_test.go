@@ -21,17 +21,24 @@ import (
 // name whose message holds every one of want.
 func (c *cluster) conflictEvent(name string, want ...string) {
 	c.t.Helper()
+	c.warningEvent(name, coexist.Reason, want...)
+}
+
+// warningEvent waits for a Warning Event of reason on EgressService name
+// whose message holds every one of want.
+func (c *cluster) warningEvent(name, reason string, want ...string) {
+	c.t.Helper()
 	es, err := kube.Egress.K8sV1().EgressServices(c.ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	c.eventually(coexist.Reason+" event", func() bool {
+	c.eventually(reason+" event", func() bool {
 		evs, err := kube.Client.CoreV1().Events(c.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(es.UID)})
 		if err != nil {
 			c.t.Fatal(err)
 		}
 		for _, ev := range evs.Items {
-			ok := ev.Reason == coexist.Reason && ev.Type == "Warning"
+			ok := ev.Reason == reason && ev.Type == "Warning"
 			for _, w := range want {
 				ok = ok && strings.Contains(ev.Message, w)
 			}
@@ -174,7 +181,7 @@ func TestHoldsAServiceWrittenByOVNKube(t *testing.T) {
 	if m.Conflict().Active() {
 		t.Errorf("a status writer stands the master back: %s", m.Conflict())
 	}
-	c.heldEvent("web", `"control-plane-1"`, "migrate --apply")
+	c.warningEvent("web", coexist.ReasonHeld, `"control-plane-1"`, "migrate --apply")
 	// The selector no longer matches node3: the master would move the
 	// service, but it is held.
 	before := m.Select().Stats()
@@ -225,32 +232,6 @@ func TestHoldsAServiceWrittenByOVNKube(t *testing.T) {
 	c.eventually("released", func() bool { return len(m.Conflict().Held) == 0 })
 	c.eventually("web moved to node1 by the master, its label with it", func() bool {
 		return c.host("web") == "node1" && c.egressLabels()[translate.NodeLabel(c.ns, "web")] == "node1"
-	})
-}
-
-// heldEvent waits for the Warning Event of a hold on EgressService name
-// whose message holds every one of want.
-func (c *cluster) heldEvent(name string, want ...string) {
-	c.t.Helper()
-	es, err := kube.Egress.K8sV1().EgressServices(c.ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.eventually(coexist.ReasonHeld+" event", func() bool {
-		evs, err := kube.Client.CoreV1().Events(c.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(es.UID)})
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		for _, ev := range evs.Items {
-			ok := ev.Reason == coexist.ReasonHeld && ev.Type == "Warning"
-			for _, w := range want {
-				ok = ok && strings.Contains(ev.Message, w)
-			}
-			if ok {
-				return true
-			}
-		}
-		return false
 	})
 }
 
