@@ -84,8 +84,18 @@ func (s *Server) set(m map[string]Check, name string, c Check) {
 // Healthy runs the liveness checks.
 func (s *Server) Healthy() error { return s.run(s.live) }
 
-// IsReady runs the readiness checks.
-func (s *Server) IsReady() error { return s.run(s.ready) }
+// IsReady runs the readiness checks. A process none of whose components
+// has registered a check yet is still starting (discovering its networks,
+// say), not ready.
+func (s *Server) IsReady() error {
+	s.mu.Lock()
+	none := len(s.ready) == 0
+	s.mu.Unlock()
+	if none {
+		return errors.New("starting: no component running yet")
+	}
+	return s.run(s.ready)
+}
 
 // run calls every check of m, in name order, and joins the failures, each
 // prefixed with its check's name.

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
@@ -54,25 +55,53 @@ func (c *cluster) leaderMetricIs(ok func(float64) bool, want, name string, label
 // guardDrops are one agent's leak-guard drop counts.
 type guardDrops struct{ unsnatted, invalid, withdrawn float64 }
 
-// leakGuardDrops reads every live agent's leak-guard counters.
+// leakGuardDrops reads every live agent's leak-guard counters. An agent
+// serves /metrics before its controller (which registers the counters)
+// is built, so each agent is given until its series show.
 func (c *cluster) leakGuardDrops() map[string]guardDrops {
 	out := map[string]guardDrops{}
+	const name = "ovn_egress_node_leak_guard_dropped_packets_total"
 	for node := range c.agents {
-		m, err := c.agentMetricsOf(node)
-		if err != nil {
-			c.t.Logf("agent %s: no metrics (%v)", node, err)
+		var d guardDrops
+		var err error
+		present := false
+		for deadline := time.Now().Add(20 * time.Second); !present && time.Now().Before(deadline); {
+			var m testenv.Samples
+			if m, err = c.agentMetricsOf(node); err != nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			var ok1, ok2, ok3 bool
+			d.unsnatted, ok1 = m.Get(name, "reason", "not_snatted")
+			d.invalid, ok2 = m.Get(name, "reason", "conntrack_invalid")
+			d.withdrawn, ok3 = m.Get(name, "reason", "withdrawn")
+			if present = ok1 && ok2 && ok3; !present {
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		if !present {
+			c.t.Errorf("agent %s: no %s by reason (last scrape error %v)", node, name, err)
 			continue
 		}
-		const name = "ovn_egress_node_leak_guard_dropped_packets_total"
-		u, ok1 := m.Get(name, "reason", "not_snatted")
-		i, ok2 := m.Get(name, "reason", "conntrack_invalid")
-		w, ok3 := m.Get(name, "reason", "withdrawn")
-		if !ok1 || !ok2 || !ok3 {
-			c.t.Errorf("agent %s: no %s by reason", node, name)
-		}
-		out[node] = guardDrops{unsnatted: u, invalid: i, withdrawn: w}
+		out[node] = d
 	}
 	return out
+}
+
+// agentReady waits until node's agent answers /readyz with 200 (its
+// caches synced and its controller running).
+func (c *cluster) agentReady(node string, timeout time.Duration) {
+	c.t.Helper()
+	var code int
+	var body string
+	var err error
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", nodeMetricsPort)
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if code, body, err = testenv.HTTPGetIn(context.Background(), c.dp.Hosts[node], url); err == nil && code == http.StatusOK {
+			return
+		}
+	}
+	c.t.Fatalf("agent %s not ready after %v: %d %q (%v)", node, timeout, code, body, err)
 }
 
 // leaderSyncErrors is the lease holder's sync error count, all controllers.

@@ -68,6 +68,10 @@ func TestRestarts(t *testing.T) {
 	c.startAgent(host)
 	c.expectSource(p1, 15*time.Second, only(lb))
 	c.expectSource(p3, 15*time.Second, only(lb))
+	// And once it runs again, its first sync keeps what it finds.
+	c.agentReady(host, 30*time.Second)
+	c.expectSource(p1, 10*time.Second, only(lb))
+	c.expectSource(p3, 10*time.Second, only(lb))
 }
 
 // leaderIndex reads the Lease to find which master replica leads.
