@@ -28,6 +28,10 @@ type Config struct {
 	// rules behind it, so the master takes the endpoints out of the
 	// reroute first.
 	WithdrawGrace time.Duration
+	// FailingBound is how long the node's syncs may keep failing before
+	// the agent's /readyz says so (the pod shows NotReady; nothing else
+	// changes: what the kernel holds stays).
+	FailingBound time.Duration
 	// WithdrawnHold is how long, after the agent removed an endpoint's SNAT,
 	// the leak guard still drops that endpoint's unSNATed packets (a
 	// reroute the master could not take out yet, as in an NB outage, would
@@ -70,6 +74,7 @@ func DefaultConfig() Config {
 		RulePriority:     translate.DefaultRulePriority,
 		RuleProtocol:     DefaultRuleProtocol,
 		WithdrawGrace:    2 * time.Second,
+		FailingBound:     time.Minute,
 		WithdrawnHold:    WithdrawnHold,
 		ResyncInterval:   time.Minute,
 		HealthCheckPort:  9,

@@ -328,8 +328,9 @@ func (c *Controller) healthLoop(ctx context.Context) {
 	}
 }
 
-// checks installs the agent's readiness (informers synced) and liveness
-// (no sync stuck) on obs.
+// checks installs the agent's readiness (informers synced, syncs not
+// failing for longer than FailingBound) and liveness (no sync stuck) on
+// obs.
 func (c *Controller) checks(obs *observe.Server) {
 	if obs == nil {
 		return
@@ -337,6 +338,9 @@ func (c *Controller) checks(obs *observe.Server) {
 	obs.Ready("node", func() error {
 		if !controller.Synced(c.synced) {
 			return errors.New("informer caches not synced")
+		}
+		if c.cfg.FailingBound > 0 {
+			return c.work.Failing(c.cfg.FailingBound)
 		}
 		return nil
 	})

@@ -525,3 +525,31 @@ func TestNodeKernelVRFResolutionRealVRFOnlyWhereKernelAllows(t *testing.T) {
 		t.Errorf("missing rt_tables: %v; want ErrNetworkNotFound", err)
 	}
 }
+
+// TestNodeKernelResolverHostileNames: network names no link can have (a
+// tenant writes spec.network) resolve against the real kernel to a clean
+// not-found, or through rt_tables, never to the transient error that fails
+// the whole node sync (the kernel answers ERANGE for a name of 128 bytes
+// or more).
+func TestNodeKernelResolverHostileNames(t *testing.T) {
+	tns := testenv.NewNetNS(t, "oe-hostile")
+	k := newKernelAgent(t, tns)
+	long := strings.Repeat("n", 40)
+	rt := filepath.Join(t.TempDir(), "rt_tables")
+	if err := os.WriteFile(rt, []byte("220 "+long+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := NewTableResolver(k.nl, rt)
+	for _, name := range []string{strings.Repeat("x", 300), strings.Repeat("y", 128), strings.Repeat("z", 16), "a/b", "a:b", "a b", ".", ".."} {
+		if _, err := r.Resolve(name); !errors.Is(err, ErrNetworkNotFound) {
+			t.Errorf("Resolve(%.20q… %d bytes): %v; want ErrNetworkNotFound", name, len(name), err)
+		}
+	}
+	if res, err := r.Resolve(long); err != nil || res.Table != 220 {
+		t.Errorf("Resolve(a 40-byte rt_tables name) = %+v, %v; want table 220", res, err)
+	}
+	tables, err := r.ResolveAll([]string{strings.Repeat("x", 300), long})
+	if err != nil || len(tables) != 1 || tables[long] != 220 {
+		t.Errorf("ResolveAll = %v, %v; want only the rt_tables name, no error", tables, err)
+	}
+}

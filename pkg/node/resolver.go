@@ -44,18 +44,26 @@ type Resolution struct {
 // Resolve returns the table of name, or an error wrapping
 // ErrNetworkNotFound. Other errors (netlink, an unreadable file) are
 // transient and worth a retry.
+//
+// The name is a tenant's input (EgressService spec.network): one the
+// kernel could never give a link (too long, a '/', white space; or one it
+// refuses outright, ERANGE or EINVAL) is no VRF, so it is looked up in
+// rt_tables only and at worst not found. Only that service pays for it,
+// never the node's sync.
 func (r *TableResolver) Resolve(name string) (Resolution, error) {
-	link, err := r.nl.LinkByName(name)
-	var notFound netlink.LinkNotFoundError
-	switch {
-	case err == nil:
-		if vrf, ok := link.(*netlink.Vrf); ok && vrf.Table != 0 {
-			return Resolution{Table: vrf.Table, Source: "vrf"}, nil
+	if CanBeLinkName(name) {
+		link, err := r.nl.LinkByName(name)
+		var notFound netlink.LinkNotFoundError
+		switch {
+		case err == nil:
+			if vrf, ok := link.(*netlink.Vrf); ok && vrf.Table != 0 {
+				return Resolution{Table: vrf.Table, Source: "vrf"}, nil
+			}
+			// A link of another type with that name is not a network.
+		case errors.As(err, &notFound) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ERANGE) || errors.Is(err, unix.EINVAL):
+		default:
+			return Resolution{}, fmt.Errorf("look up link %q: %w", name, err)
 		}
-		// A link of another type with that name is not a network.
-	case errors.As(err, &notFound) || errors.Is(err, unix.ENODEV):
-	default:
-		return Resolution{}, fmt.Errorf("look up link %q: %w", name, err)
 	}
 	files, err := r.tableFiles()
 	if err != nil {
@@ -71,6 +79,16 @@ func (r *TableResolver) Resolve(name string) (Resolution, error) {
 		}
 	}
 	return Resolution{}, fmt.Errorf("%w: %q is not a VRF device and not in %s", ErrNetworkNotFound, name, r.rtTables)
+}
+
+// CanBeLinkName reports whether the kernel could have a link called name
+// (dev_valid_name: 1 to IFNAMSIZ-1 bytes, not "." or "..", no '/', ':'
+// or white space).
+func CanBeLinkName(name string) bool {
+	if name == "" || len(name) >= unix.IFNAMSIZ || name == "." || name == ".." {
+		return false
+	}
+	return !strings.ContainsAny(name, "/: \t\n\v\f\r")
 }
 
 // ResolveAll resolves names; the ones not found are left out, the first

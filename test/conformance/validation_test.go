@@ -46,6 +46,10 @@ func TestValidationRejects(t *testing.T) {
 			[]string{`spec.nodeSelector: Invalid value: matchExpressions: values must be empty when operator is Exists or DoesNotExist`}},
 		{"unknown-operator", `{"nodeSelector":{"matchExpressions":[{"key":"zone","operator":"Near","values":["a"]}]}}`,
 			[]string{`spec.nodeSelector: Invalid value: matchExpressions: operator must be one of In, NotIn, Exists, DoesNotExist`}},
+		// A tenant's network name is bounded (a name the kernel refuses
+		// once failed every node agent's sync).
+		{"network-too-long", `{"sourceIPBy":"Network","network":"` + strings.Repeat("n", 64) + `"}`,
+			[]string{`spec.network: Too long: may not be more than 63 bytes`, notChecked}},
 		{"expression-without-key", `{"nodeSelector":{"matchExpressions":[{"operator":"Exists"}]}}`,
 			[]string{`spec.nodeSelector.matchExpressions[0].key: Required value`, notChecked}},
 	} {

@@ -72,6 +72,14 @@ type Worker[K comparable] struct {
 
 	mu    sync.Mutex
 	stats WorkerStats
+	// failing holds the keys whose every sync since failure.since failed.
+	failing map[K]failure
+}
+
+// failure is a key's unbroken run of failed syncs.
+type failure struct {
+	since time.Time
+	err   error
 }
 
 // WorkerStats counts what a Worker did since it was built.
@@ -133,6 +141,31 @@ func (w *Worker[K]) Stuck(bound time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// Failing returns an error when some key's syncs have all failed for
+// longer than bound (a readiness check: the component runs but cannot
+// reach what it is asked for), naming how many keys and the longest
+// failing one's last error.
+func (w *Worker[K]) Failing(bound time.Duration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	var oldest failure
+	var key K
+	for k, f := range w.failing {
+		if time.Since(f.since) <= bound {
+			continue
+		}
+		if n++; n == 1 || f.since.Before(oldest.since) {
+			oldest, key = f, k
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %d key(s) failing for over %s; %v failing since %s: %w",
+		w.cfg.Name, n, bound, key, oldest.since.UTC().Format(time.RFC3339), oldest.err)
 }
 
 // Run drains the queue until ctx ends, then shuts it down and returns once
@@ -245,6 +278,21 @@ func (w *Worker[K]) call(ctx context.Context, keys []K) error {
 
 func (w *Worker[K]) finish(ctx context.Context, k K, err error) {
 	defer w.queue.Done(k)
+	w.mu.Lock()
+	if err == nil {
+		delete(w.failing, k)
+	} else if ctx.Err() == nil {
+		if w.failing == nil {
+			w.failing = map[K]failure{}
+		}
+		f, ok := w.failing[k]
+		if !ok {
+			f.since = time.Now()
+		}
+		f.err = err
+		w.failing[k] = f
+	}
+	w.mu.Unlock()
 	if err == nil {
 		w.queue.Forget(k)
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -292,4 +293,33 @@ func TestWorkerWaitsForTheGate(t *testing.T) {
 	if d, open := nilGate.Wait(ctx, time.Hour); d != 0 || !open {
 		t.Fatalf("a nil gate waited %v, open %v", d, open)
 	}
+}
+
+// TestWorkerFailing: a key whose syncs keep failing makes Failing report
+// it (with its last error) once the bound has passed, not before; one
+// success clears it.
+func TestWorkerFailing(t *testing.T) {
+	var broken atomic.Bool
+	broken.Store(true)
+	w := controller.New(controller.Config[string]{Name: "node", RateLimiter: fastRetry()},
+		func(context.Context, []string) error {
+			if broken.Load() {
+				return errors.New("resolve networks: boom")
+			}
+			return nil
+		}, quiet())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	w.Add("k")
+	waitFor(t, "a failed sync", func() bool { return w.Stats().Errors >= 1 })
+	if err := w.Failing(time.Hour); err != nil {
+		t.Errorf("Failing(1h) right after the first failure: %v", err)
+	}
+	waitFor(t, "failing for 50ms", func() bool { return w.Failing(50*time.Millisecond) != nil })
+	if err := w.Failing(50 * time.Millisecond); !strings.Contains(err.Error(), "node: 1 key(s) failing") || !strings.Contains(err.Error(), "resolve networks: boom") {
+		t.Errorf("Failing = %v; want the key count and its last error", err)
+	}
+	broken.Store(false)
+	waitFor(t, "the failure cleared by a success", func() bool { return w.Failing(0) == nil && w.Idle() })
 }

@@ -34,38 +34,39 @@ const hostileSeed = 20261202
 // EndpointSlices with odd addresses (IPv4-mapped IPv6, zone suffixes,
 // addresses outside every node subnet, duplicates, FQDN slices, 1,000
 // endpoints — the API's maximum per slice —, unknown nodes), EgressServices
-// at the CRD's edges (bad selectors, odd networks, garbage status.host), and
-// Nodes whose ovn-kubernetes annotations are broken. A master runs on a real
-// NB, and node1's agent on the real kernel in a namespace of its own.
-// Throughout, a well-formed service keeps its rows. Then: both are alive,
-// healthy and ready, every policy the master wrote references an address set
-// that exists (no half-written transaction), problems became Warning Events,
-// and once the bad objects are gone NB holds exactly the good service's rows
-// and the agent's SNAT map nothing but the good service's.
+// at the CRD's edges (bad selectors, networks no link can be called,
+// garbage status.host), and Nodes whose ovn-kubernetes annotations are
+// broken. A master runs on a real NB and node1's agent on the real kernel
+// in a namespace of its own; the master trusts only the agent's readiness
+// report (no agent is assumed ready). Throughout, a well-formed service
+// hosted on node1 keeps its rows. Then: both are alive, healthy and ready
+// (the agent's syncs are not failing), a new service on node1 still gets
+// its rows while every hostile object is still there (so the agent keeps
+// programming and reporting), every policy the master wrote references an
+// address set that exists (no half-written transaction), problems became
+// Warning Events, and once the bad objects are gone NB holds exactly the
+// good services' rows and the agent's SNAT map nothing but theirs.
 func TestHostileObjectsThroughTheAPIServer(t *testing.T) {
 	c := newCluster(t)
 	cfg := c.config("hostile")
-	cfg.Sync.Translate.AssumeAgentsReady = true
 	cfg.Observe = observe.New(observe.Config{}, testLogger(t))
 	m, _ := c.start(cfg, kube.Config)
 	ctx := context.Background()
 	agent, agentNS := c.startAgent("node1")
 
-	kube.CreateLoadBalancer(t, c.ns, "good", []string{"172.18.0.100"}, "10.244.1.5@node1")
-	// Created without a status: the running master chooses the host.
-	if _, err := kube.Egress.K8sV1().EgressServices(c.ns).Create(ctx, &egressv1.EgressService{ObjectMeta: metav1.ObjectMeta{Name: "good"}},
-		metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	goodHost := ""
-	c.eventually("the good service's rows", func() bool {
-		es, err := kube.Egress.K8sV1().EgressServices(c.ns).Get(ctx, "good", metav1.GetOptions{})
-		if err != nil || es.Status.Host == "" {
-			return false
+	// A good service on node1, created without a status: the running
+	// master chooses node1 and reroutes once node1's agent reports it.
+	good := func(name, lb, ep string) {
+		t.Helper()
+		kube.CreateLoadBalancer(t, c.ns, name, []string{lb}, ep+"@node1")
+		es := &egressv1.EgressService{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: egressv1.EgressServiceSpec{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/hostname": "node1"}}}}
+		if _, err := kube.Egress.K8sV1().EgressServices(c.ns).Create(ctx, es, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		goodHost = es.Status.Host
-		return c.setAddresses(goodHost) == `["10.244.1.5"]`
-	})
+	}
+	good("good", "172.18.0.100", "10.244.1.5")
+	c.eventually("the good service's rows", func() bool { return c.setAddresses("node1") == `["10.244.1.5"]` })
 
 	rng := rand.New(rand.NewPCG(hostileSeed, 0))
 	h := &hostile{t: t, ns: c.ns, rng: rng}
@@ -121,7 +122,25 @@ func TestHostileObjectsThroughTheAPIServer(t *testing.T) {
 		t.Errorf("only %v Warning Events for %d hostile objects", reasons, h.accepted)
 	}
 
-	// Fix everything: the hostile objects go, the nodes' annotations return.
+	// The nodes' annotations return; every hostile object is still there
+	// (EgressServices hosted on ALL with networks no link can be called
+	// among them): node1's agent still programs and reports a new service.
+	for name, ann := range origNodes {
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": restore(ann)}})
+		if _, err := kube.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good("good2", "172.18.0.101", "10.244.1.6")
+	// (node1's set may hold hostile services' endpoints too; theirs start
+	// at .10.)
+	c.eventually("the second good service's rows beside the hostile objects", func() bool {
+		set := c.setAddresses("node1")
+		return strings.Contains(set, `"10.244.1.5"`) && strings.Contains(set, `"10.244.1.6"`)
+	})
+	agent.check(t, "with the hostile objects in place")
+
+	// Fix everything: the hostile objects go.
 	for _, del := range []func() error{
 		func() error {
 			return kube.Egress.K8sV1().EgressServices(c.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "hostile=yes"})
@@ -143,33 +162,25 @@ func TestHostileObjectsThroughTheAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for name, ann := range origNodes {
-		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": restore(ann)}})
-		if _, err := kube.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// NB converges on the good service alone.
-	want := `["10.244.1.5"]`
-	c.eventually("NB back to the good service alone", func() bool {
+	// NB converges on the good services alone.
+	c.eventually("NB back to the good services alone", func() bool {
 		sets := c.ovn.MustNBCtl(t, "--bare", "--columns=addresses", "find", "Address_Set",
 			"external_ids:k8s.ovn.org/owner-controller=ovn-egress", "external_ids:k8s.ovn.org/owner-type="+translate.OwnerHost)
-		es, err := kube.Egress.K8sV1().EgressServices(c.ns).Get(ctx, "good", metav1.GetOptions{})
-		return err == nil && es.Status.Host != "" && c.setAddresses(es.Status.Host) == want &&
-			strings.Join(strings.Fields(sets), " ") == "10.244.1.5"
+		return c.setAddresses("node1") == `["10.244.1.5", "10.244.1.6"]` &&
+			strings.Join(strings.Fields(sets), " ") == "10.244.1.5 10.244.1.6"
 	})
 	c.checkPoliciesReferenceSets()
 	if err := cfg.Observe.Healthy(); err != nil {
 		t.Errorf("not healthy at the end: %v", err)
 	}
 	agent.check(t, "at the end")
-	c.eventually("node1's SNAT map holds only the good service", func() bool {
+	c.eventually("node1's SNAT map holds only the good services", func() bool {
 		out, err := agentNS.Run("nft", "list", "table", "inet", node.TableName)
 		if err != nil {
 			return false
 		}
 		for _, m := range nftComment.FindAllStringSubmatch(out, -1) {
-			if strings.Contains(m[1], "/") && m[1] != c.ns+"/good" {
+			if strings.Contains(m[1], "/") && m[1] != c.ns+"/good" && m[1] != c.ns+"/good2" {
 				return false
 			}
 		}
@@ -198,6 +209,7 @@ func (c *cluster) startAgent(nodeName string) (*testAgent, *testenv.NetNS) {
 	cfg.NodeName, cfg.NetNS, cfg.RTTables = nodeName, netns.Name, rt
 	cfg.ClusterSubnets = c.topo.ClusterSubnets
 	cfg.WithdrawGrace = 200 * time.Millisecond
+	cfg.FailingBound = 3 * time.Second // readiness says so when syncs keep failing
 	a := &testAgent{obs: observe.New(observe.Config{}, testLogger(t)), done: make(chan error, 1)}
 	cfg.Observe = a.obs
 	ctx, cancel := context.WithCancel(context.Background())
@@ -359,7 +371,8 @@ func (h *hostile) egressService(i int) {
 	}
 	es := &egressv1.EgressService{ObjectMeta: hostileMeta(name), Spec: egressv1.EgressServiceSpec{
 		SourceIPBy: egressv1.SourceIPMode(h.pick("", string(egressv1.LoadBalancerIP), string(egressv1.Network), "Bogus")),
-		Network:    h.pick("", "", "100", "vrf-red", "a b", "-1", "4294967296", strings.Repeat("n", 300)),
+		Network: h.pick("", "", "100", "vrf-red", "a b", "a/b", "-1", "4294967296", strings.Repeat("n", 16), strings.Repeat("n", 63),
+			strings.Repeat("n", 130), strings.Repeat("n", 300)),
 	}}
 	switch h.rng.IntN(4) {
 	case 0:

@@ -72,6 +72,7 @@ type EgressServiceSpec struct {
 	// ingress replies to. This is typically implemented as VRF mapping,
 	// representing a numeric id or string name of a routing table which by
 	// omission uses the default host routing.
+	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Network string `json:"network,omitempty"`
 }
