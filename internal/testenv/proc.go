@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +33,8 @@ type daemon struct {
 	// `runc kill`); pid, when set, is the process tests signal themselves.
 	signal func(syscall.Signal)
 	pid    func() int
+	// stopped is set when the test stopped or killed the daemon itself.
+	stopped atomic.Bool
 }
 
 // startDaemon starts bin with args, logging to dir/name.out.
@@ -86,6 +89,7 @@ func (d *daemon) exited() error {
 
 // stop sends SIGTERM, waits up to grace, then SIGKILLs. Safe to call twice.
 func (d *daemon) stop(grace time.Duration) {
+	d.stopped.Store(true)
 	select {
 	case <-d.done:
 		return
@@ -115,6 +119,7 @@ func (d *daemon) send(sig syscall.Signal) {
 
 // kill sends SIGKILL to the daemon and waits for it.
 func (d *daemon) kill() {
+	d.stopped.Store(true)
 	select {
 	case <-d.done:
 		return
@@ -226,6 +231,10 @@ func (p *Process) Kill() { p.d.kill() }
 
 // Exited returns an error quoting the log if the process has exited.
 func (p *Process) Exited() error { return p.d.exited() }
+
+// Stopped reports whether the test stopped or killed the process (Stop,
+// Kill), as against it exiting on its own.
+func (p *Process) Stopped() bool { return p.d.stopped.Load() }
 
 // Log returns the end of the process's output.
 func (p *Process) Log(lines int) string { return tail(p.d.logPth, lines) }

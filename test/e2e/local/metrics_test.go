@@ -55,13 +55,18 @@ func (c *cluster) leaderMetricIs(ok func(float64) bool, want, name string, label
 // guardDrops are one agent's leak-guard drop counts.
 type guardDrops struct{ unsnatted, invalid, withdrawn float64 }
 
-// leakGuardDrops reads every live agent's leak-guard counters. An agent
-// serves /metrics before its controller (which registers the counters)
-// is built, so each agent is given until its series show.
+// leakGuardDrops reads every live agent's leak-guard counters (one the
+// test killed has none to read; one that exited on its own is an error). An agent serves /metrics before its
+// controller (which registers the counters) is built, so each agent is
+// given until its series show.
 func (c *cluster) leakGuardDrops() map[string]guardDrops {
 	out := map[string]guardDrops{}
 	const name = "ovn_egress_node_leak_guard_dropped_packets_total"
-	for node := range c.agents {
+	for node, p := range c.agents {
+		if p.Stopped() {
+			c.t.Logf("agent %s: stopped by the test, no leak-guard counters to read", node)
+			continue
+		}
 		var d guardDrops
 		var err error
 		present := false
