@@ -44,3 +44,4 @@ render node-rbac.yaml dist/node/rbac-egressip.yaml --set mode=central --set egre
 render master-rbac.yaml dist/master/rbac-egressip.yaml --set mode=central --set egressIP.enabled=true
 render master-pdb.yaml dist/master/pdb.yaml --set mode=central
 render master-pdb.yaml dist/ic/master-pdb.yaml
+render tenant-role.yaml dist/tenant-role.yaml

@@ -299,6 +299,18 @@ func (t *translator) resolve(es *egressv1.EgressService) *service {
 		t.problem(s.key, ReasonNoIngressIP, "Service %s has no load-balancer ingress IP", s.key)
 		return s
 	}
+	// Host selection refuses these too (and node addresses, and an IP of
+	// two namespaces); a status.host someone else wrote gets no rows either.
+	nets := IngressNetworks{t.in.Config.ClusterSubnets, t.in.Config.JoinSubnets, t.in.Config.ServiceCIDRs}
+	for _, f := range ipfamily.All {
+		if ip, ok := s.ingress[f]; ok {
+			if why := nets.Refusal(ip, nil); why != "" {
+				t.problem(s.key, ReasonInvalidIngressIP, "load-balancer ingress IP %s %s: pods never leave with it", ip, why)
+				s.ingress = nil
+				return s
+			}
+		}
+	}
 	switch n := t.in.Nodes[host]; {
 	case host == "":
 		t.problem(s.key, ReasonNoHost, "no host is assigned (status.host is empty)")

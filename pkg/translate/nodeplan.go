@@ -334,6 +334,7 @@ func NodePlan(in NodePlanInput) NodePlanOutput {
 	}
 	byService := slicesByService(in.EndpointSlices)
 	var cands []nodeCandidate
+	var nodeIPs map[netip.Addr]bool // built when first needed
 	ess := slices.Clone(in.EgressServices)
 	slices.SortFunc(ess, func(a, b *egressv1.EgressService) int {
 		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
@@ -349,6 +350,9 @@ func NodePlan(in NodePlanInput) NodePlanOutput {
 		}
 		ingress, _ := IngressIPs(svc)
 		if len(ingress) == 0 {
+			continue
+		}
+		if es.Status.Host != egressv1.HostAll && refuseIngress(key, ingress, in, &nodeIPs, &out.Problems) {
 			continue
 		}
 		table, ok := nodeTable(key, es.Spec.Network, in, &out.Problems)
@@ -515,4 +519,31 @@ func ClaimEndpoints(claims []EndpointClaim) (kept map[string][]netip.Addr, lost 
 		return cmp.Or(cmp.Compare(a.Key, b.Key), a.IP.Compare(b.IP))
 	})
 	return kept, lost
+}
+
+// refuseIngress reports (as a problem of key) whether a hosted service's
+// ingress IP is one no pod may leave with: the agent never SNATs to a
+// node's own address or one inside the cluster subnets, whoever wrote
+// status.host.
+func refuseIngress(key string, ingress map[ipfamily.Family]netip.Addr, in NodePlanInput, nodeIPs *map[netip.Addr]bool, ps *Problems) bool {
+	if *nodeIPs == nil {
+		*nodeIPs = make(map[netip.Addr]bool, len(in.NodeIPs))
+		for _, ip := range in.NodeIPs {
+			(*nodeIPs)[ip] = true
+		}
+	}
+	nets := IngressNetworks{ClusterSubnets: in.ClusterSubnets}
+	for _, f := range ipfamily.All {
+		if ip, ok := ingress[f]; ok {
+			if why := nets.Refusal(ip, nil); why != "" {
+				ps.add(key, ReasonInvalidIngressIP, "load-balancer ingress IP %s %s: not programmed on node %s", ip, why, in.Node)
+				return true
+			}
+			if (*nodeIPs)[ip] {
+				ps.add(key, ReasonInvalidIngressIP, "load-balancer ingress IP %s is a node's own address: not programmed on node %s", ip, in.Node)
+				return true
+			}
+		}
+	}
+	return false
 }

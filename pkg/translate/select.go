@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 )
 
@@ -68,6 +69,14 @@ type SelectInput struct {
 	// there that are NOT in EgressServices (a controller deciding a few keys
 	// passes the hosts of all the others).
 	Allocations map[string]int
+	// Networks and NodeIPs (every node's own addresses, by address): a
+	// load-balancer ingress IP inside them is never an egress source.
+	Networks IngressNetworks
+	NodeIPs  map[netip.Addr]string
+	// IngressClaims are, by load-balancer ingress IP, the LoadBalancerIP
+	// EgressServices ("namespace/name") whose Service has that IP, these
+	// included: an IP of two namespaces hosts neither.
+	IngressClaims map[netip.Addr][]string
 	// KeepAssigned keeps every non-empty status.host exactly as given
 	// (counted as an allocation) and only decides the empty ones: the offline
 	// `translate --select-hosts` mode.
@@ -278,6 +287,19 @@ func (s *selector) resolve(p *placement) string {
 	}
 	if len(ingress) == 0 {
 		return fail(ReasonNoIngressIP, "Service %s has no load-balancer ingress IP", p.key)
+	}
+	for _, f := range ipfamily.All {
+		ip, ok := ingress[f]
+		if !ok {
+			continue
+		}
+		if why := s.in.Networks.Refusal(ip, s.in.NodeIPs); why != "" {
+			return fail(ReasonInvalidIngressIP, "load-balancer ingress IP %s %s: pods never leave with it, so no host is chosen", ip, why)
+		}
+		if others := otherNamespaces(p.key, s.in.IngressClaims[ip]); len(others) > 0 {
+			return fail(ReasonIngressIPShared, "load-balancer ingress IP %s is also the ingress IP of EgressService %s in another namespace: neither is hosted until only one namespace uses it",
+				ip, strings.Join(others, ", "))
+		}
 	}
 	if len(ServiceEndpoints(svc, eps, s.in.ClusterSubnets)) == 0 {
 		return fail(ReasonNoEndpoints, "Service %s has no cluster-networked endpoints", p.key)

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +17,8 @@ import (
 // selectIn turns a table-test world into a selection input.
 func (w *world) selectIn() SelectInput {
 	return SelectInput{ClusterSubnets: w.in.Config.ClusterSubnets, EgressServices: w.in.EgressServices,
-		Services: w.in.Services, EndpointSlices: w.in.EndpointSlices, Nodes: w.in.Nodes}
+		Services: w.in.Services, EndpointSlices: w.in.EndpointSlices, Nodes: w.in.Nodes,
+		Networks: IngressNetworks{w.in.Config.ClusterSubnets, w.in.Config.JoinSubnets, w.in.Config.ServiceCIDRs}}
 }
 
 // lb adds a LoadBalancer Service with one ingress IP and an endpoint on
@@ -289,6 +291,72 @@ func TestSelectHosts(t *testing.T) {
 			again := SelectHosts(in)
 			if !maps.Equal(again.Selections, res.Selections) {
 				t.Errorf("not deterministic: %v then %v", res.Selections, again.Selections)
+			}
+		})
+	}
+}
+
+// TestSelectHostsRefusesIngressIPs: a load-balancer ingress IP no pod may
+// leave with (a node's own address, one inside the cluster, join or
+// service networks, loopback, link-local, multicast, unspecified), or one
+// that EgressServices of two namespaces share, gets no host (a host it had
+// is given up) and a problem naming why; two services of one namespace may
+// share an IP (MetalLB's allow-shared-ip).
+func TestSelectHostsRefusesIngressIPs(t *testing.T) {
+	for _, tc := range []struct {
+		name, ingress, host string
+		claims              []string
+		want                string
+		reason              Reason
+		message             string
+	}{
+		{name: "a node's own address", ingress: "172.18.0.3", want: "", reason: ReasonInvalidIngressIP, message: "172.18.0.3 is node node2's own address"},
+		{name: "inside the cluster subnet", ingress: "10.244.1.1", want: "", reason: ReasonInvalidIngressIP, message: "is inside the cluster subnet 10.244.0.0/16"},
+		{name: "inside the service CIDR", ingress: "10.96.0.1", want: "", reason: ReasonInvalidIngressIP, message: "is inside the service CIDR 10.96.0.0/16"},
+		{name: "inside the join subnet", ingress: "100.64.0.5", want: "", reason: ReasonInvalidIngressIP, message: "is inside the join subnet 100.64.0.0/16"},
+		{name: "loopback", ingress: "127.0.0.1", want: "", reason: ReasonInvalidIngressIP, message: "is a loopback address"},
+		{name: "link-local", ingress: "169.254.1.1", want: "", reason: ReasonInvalidIngressIP, message: "is link-local"},
+		{name: "IPv6 link-local", ingress: "fe80::1", want: "", reason: ReasonInvalidIngressIP, message: "is link-local"},
+		{name: "multicast", ingress: "224.0.0.1", want: "", reason: ReasonInvalidIngressIP, message: "is multicast"},
+		{name: "unspecified", ingress: "0.0.0.0", want: "", reason: ReasonInvalidIngressIP, message: "is unspecified"},
+		{name: "broadcast", ingress: "255.255.255.255", want: "", reason: ReasonInvalidIngressIP, message: "is the broadcast address"},
+		{name: "a host it had is given up", ingress: "172.18.0.2", host: "node2", want: "", reason: ReasonInvalidIngressIP, message: "node node1's own address"},
+		{name: "shared with another namespace", ingress: "172.18.0.100", claims: []string{"ns/a", "other/web"}, want: "",
+			reason: ReasonIngressIPShared, message: "172.18.0.100 is also the ingress IP of EgressService other/web in another namespace"},
+		{name: "shared within its namespace", ingress: "172.18.0.100", claims: []string{"ns/a", "ns/b"}, want: "node1"},
+		{name: "a good address", ingress: "172.18.0.100", claims: []string{"ns/a"}, want: "node1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(3)
+			w.svc("ns/a", tc.ingress)
+			w.eps("ns/a", "10.244.1.5@node1")
+			w.es("ns/a", tc.host)
+			in := w.selectIn()
+			in.NodeIPs = map[netip.Addr]string{}
+			for _, n := range w.in.Nodes {
+				for _, ip := range n.HostIPs {
+					in.NodeIPs[ip] = n.Name
+				}
+			}
+			ip := netip.MustParseAddr(tc.ingress)
+			in.IngressClaims = map[netip.Addr][]string{ip: tc.claims}
+			res := SelectHosts(in)
+			sel := res.Selections["ns/a"]
+			if sel.Host != tc.want {
+				t.Errorf("host %q; want %q (%v)", sel.Host, tc.want, res.Problems)
+			}
+			ps := res.Problems.For("ns/a")
+			if tc.reason == "" {
+				if len(ps) != 0 {
+					t.Errorf("problems %v; want none", ps)
+				}
+				return
+			}
+			if len(ps) != 1 || ps[0].Reason != tc.reason || !strings.Contains(ps[0].Message, tc.message) {
+				t.Errorf("problems %v; want one %s containing %q", ps, tc.reason, tc.message)
+			}
+			if tc.host != "" && !strings.Contains(sel.Why, tc.message) {
+				t.Errorf("why %q; want it to name the refusal", sel.Why)
 			}
 		})
 	}

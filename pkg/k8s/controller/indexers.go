@@ -2,10 +2,13 @@ package controller
 
 import (
 	"fmt"
+	"net/netip"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 )
 
@@ -18,6 +21,9 @@ const (
 	IndexByService = "ovn-egress.byService"
 	// IndexByAddress indexes EndpointSlices by every endpoint address.
 	IndexByAddress = "ovn-egress.byAddress"
+	// IndexByIngressIP indexes Services by every load-balancer ingress IP
+	// (canonical form).
+	IndexByIngressIP = "ovn-egress.byIngressIP"
 )
 
 // indexFunc is the shared indexer of that name.
@@ -29,6 +35,8 @@ func indexFunc(name string) (cache.IndexFunc, bool) {
 		return byService, true
 	case IndexByAddress:
 		return byAddress, true
+	case IndexByIngressIP:
+		return byIngressIP, true
 	}
 	return nil, false
 }
@@ -57,6 +65,20 @@ func byAddress(obj any) ([]string, error) {
 	var out []string
 	for _, e := range s.Endpoints {
 		out = append(out, e.Addresses...)
+	}
+	return out, nil
+}
+
+func byIngressIP(obj any) ([]string, error) {
+	s, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if ip, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, ipfamily.Canonical(ip).String())
+		}
 	}
 	return out, nil
 }

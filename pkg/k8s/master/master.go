@@ -139,6 +139,7 @@ func (c *Config) validate(needNB bool) error {
 		return err
 	}
 	c.Select.ClusterSubnets = c.Sync.Translate.ClusterSubnets
+	c.Select.JoinSubnets, c.Select.ServiceCIDRs = c.Sync.Translate.JoinSubnets, c.Sync.Translate.ServiceCIDRs
 	c.Select.UnassignedTraffic = c.Sync.Translate.UnassignedTraffic
 	if err := c.Select.Validate(); err != nil {
 		return fmt.Errorf("host selection: %w", err)

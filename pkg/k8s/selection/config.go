@@ -49,6 +49,10 @@ type Config struct {
 	// ClusterSubnets tell cluster-networked endpoints from host-networked
 	// ones (the master copies translation's).
 	ClusterSubnets []netip.Prefix
+	// JoinSubnets and ServiceCIDRs (the master copies translation's): a
+	// load-balancer ingress IP inside them, like one inside the cluster
+	// subnets or a node's own address, is never an egress source.
+	JoinSubnets, ServiceCIDRs []netip.Prefix
 	// UnassignedTraffic is translation's --unassigned-traffic; with "drop"
 	// the Events of an EgressService left without a host say its traffic is
 	// dropped.

@@ -65,9 +65,12 @@ type Controller struct {
 	egress   egressclient.Interface
 	recorder record.EventRecorder
 
-	esLister   egresslisters.EgressServiceLister
-	esIndexer  cache.Indexer
-	svcLister  corelisters.ServiceLister
+	esLister  egresslisters.EgressServiceLister
+	esIndexer cache.Indexer
+	svcLister corelisters.ServiceLister
+	svcIndex  cache.Indexer
+	// nodeAddrs caches each Node's own addresses (used by the worker only).
+	nodeAddrs  map[string]nodeAddrs
 	sliceIndex cache.Indexer
 	nodeLister corelisters.NodeLister
 	synced     []cache.InformerSynced
@@ -111,13 +114,13 @@ func New(cfg Config, log *logrus.Entry, kube kubernetes.Interface, egress egress
 	svcInf := kubeInf.Core().V1().Services()
 	sliceInf := kubeInf.Discovery().V1().EndpointSlices()
 	nodeInf := kubeInf.Core().V1().Nodes()
-	if err := addIndexers(esInf.Informer(), sliceInf.Informer()); err != nil {
+	if err := addIndexers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer()); err != nil {
 		return nil, err
 	}
 	c := &Controller{
 		cfg: cfg, log: log, kube: kube, egress: egress, recorder: recorder,
 		esLister: esInf.Lister(), esIndexer: esInf.Informer().GetIndexer(),
-		svcLister: svcInf.Lister(), sliceIndex: sliceInf.Informer().GetIndexer(), nodeLister: nodeInf.Lister(),
+		svcLister: svcInf.Lister(), svcIndex: svcInf.Informer().GetIndexer(), sliceIndex: sliceInf.Informer().GetIndexer(), nodeLister: nodeInf.Lister(),
 		synced: []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced,
 			sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
 		events: newEvents(recorder, cfg.UnassignedTraffic == translate.UnassignedDrop),

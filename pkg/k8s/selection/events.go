@@ -21,7 +21,8 @@ const dropNotice = "; with --unassigned-traffic=drop, traffic its endpoints send
 // endpoints is left without a host (and so, with drop, fails closed).
 func leavesEndpointsUnhosted(r translate.Reason) bool {
 	switch r {
-	case translate.ReasonNoEligibleNode, translate.ReasonInvalidNodeSelector, translate.ReasonNoIngressIP:
+	case translate.ReasonNoEligibleNode, translate.ReasonInvalidNodeSelector, translate.ReasonNoIngressIP,
+		translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared:
 		return true
 	}
 	return false

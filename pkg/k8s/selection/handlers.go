@@ -3,19 +3,25 @@ package selection
 import (
 	"fmt"
 	"maps"
+	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-func addIndexers(es, slices cache.SharedIndexInformer) error {
+func addIndexers(es, svc, slices cache.SharedIndexInformer) error {
 	if err := controller.AddIndexers(es, controller.IndexByHost); err != nil {
 		return fmt.Errorf("egressservice: %w", err)
+	}
+	if err := controller.AddIndexers(svc, controller.IndexByIngressIP); err != nil {
+		return fmt.Errorf("service: %w", err)
 	}
 	if err := controller.AddIndexers(slices, controller.IndexByService); err != nil {
 		return fmt.Errorf("endpointslice: %w", err)
@@ -25,7 +31,9 @@ func addIndexers(es, slices cache.SharedIndexInformer) error {
 
 // Event handlers only map objects to keys and enqueue them:
 //   - an EgressService: itself, and the nodes of its old and new host (labels);
-//   - a Service or EndpointSlice: the EgressService of the same name;
+//   - a Service or EndpointSlice: the EgressService of the same name; a
+//     Service, also those of every Service with one of its old or new
+//     ingress IPs (an IP of two namespaces hosts neither);
 //   - a Node: its labels; on a change of labels or readiness, the
 //     EgressServices it hosts (they may have to move) and the unassigned
 //     ones (they may fit now); on deletion, the ones it hosted.
@@ -47,9 +55,9 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 			},
 		}},
 		{svc, cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { c.enqueueService(o) },
-			UpdateFunc: func(_, cur any) { c.enqueueService(cur) },
-			DeleteFunc: func(o any) { c.enqueueService(o) },
+			AddFunc:    func(o any) { c.enqueueService(o, nil) },
+			UpdateFunc: func(old, cur any) { c.enqueueService(cur, old) },
+			DeleteFunc: func(o any) { c.enqueueService(o, nil) },
 		}},
 		{slices, cache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) { c.enqueueSlice(o) },
@@ -69,6 +77,7 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 			DeleteFunc: func(o any) {
 				if n, ok := controller.As[*corev1.Node](o); ok {
 					c.enqueueHostedOn(n.Name)
+					c.enqueueSharers(translate.NodeAddresses(n), "")
 				}
 			},
 		}},
@@ -107,10 +116,49 @@ func (c *Controller) enqueueByName(ns, name string) {
 	}
 }
 
-func (c *Controller) enqueueService(o any) {
-	if s, ok := controller.As[*corev1.Service](o); ok {
-		c.enqueueByName(s.Namespace, s.Name)
+// enqueueService enqueues the Service's EgressService and, when its
+// ingress IPs were added, removed or changed, those of the Services that
+// share an old or new one.
+func (c *Controller) enqueueService(o, old any) {
+	s, ok := controller.As[*corev1.Service](o)
+	if !ok {
+		return
 	}
+	c.enqueueByName(s.Namespace, s.Name)
+	var before []netip.Addr
+	if prev, ok := old.(*corev1.Service); ok {
+		before = ingressOf(prev)
+	}
+	now := ingressOf(s)
+	if old != nil && slices.Equal(before, now) {
+		return
+	}
+	c.enqueueSharers(append(before, now...), s.Namespace+"/"+s.Name)
+}
+
+// enqueueSharers enqueues the EgressServices of every Service with one of
+// ips as its ingress IP, but self's.
+func (c *Controller) enqueueSharers(ips []netip.Addr, self string) {
+	for _, ip := range ips {
+		objs, _ := c.svcIndex.ByIndex(controller.IndexByIngressIP, ip.String())
+		for _, o := range objs {
+			if sv, ok := o.(*corev1.Service); ok && sv.Namespace+"/"+sv.Name != self {
+				c.enqueueByName(sv.Namespace, sv.Name)
+			}
+		}
+	}
+}
+
+// ingressOf is a Service's ingress IPs, canonical and sorted.
+func ingressOf(s *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if ip, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, ipfamily.Canonical(ip))
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
 }
 
 func (c *Controller) enqueueSlice(o any) {
@@ -166,6 +214,16 @@ func (c *Controller) enqueueNode(o, old any) {
 	if otherChanged || readyChanged {
 		c.enqueueHostedOn(n.Name)
 		c.enqueueHostedOn("")
+	}
+	// A node address that is (or was) a Service's ingress IP refuses (or
+	// no longer refuses) that IP as an egress source.
+	now := translate.NodeAddresses(n)
+	if !ok {
+		c.enqueueSharers(now, "")
+		return
+	}
+	if before := translate.NodeAddresses(prev); !slices.Equal(before, now) {
+		c.enqueueSharers(append(before, now...), "")
 	}
 }
 

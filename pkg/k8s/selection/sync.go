@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -95,7 +96,10 @@ func (c *Controller) gather(keys []string) translate.SelectInput {
 			}
 		}
 	}
+	in.Networks = translate.IngressNetworks{ClusterSubnets: c.cfg.ClusterSubnets, JoinSubnets: c.cfg.JoinSubnets, ServiceCIDRs: c.cfg.ServiceCIDRs}
+	in.IngressClaims = c.ingressClaims(in)
 	nodes, _ := c.nodeLister.List(labels.Everything())
+	in.NodeIPs = c.nodeIPs(nodes)
 	for _, n := range nodes {
 		in.Nodes[n.Name] = &translate.NodeInfo{Name: n.Name, Ready: translate.NodeReady(n), Labels: n.Labels}
 		objs, _ := c.esIndexer.ByIndex(controller.IndexByHost, n.Name)
@@ -106,6 +110,66 @@ func (c *Controller) gather(keys []string) translate.SelectInput {
 		}
 	}
 	return in
+}
+
+// ingressClaims lists, for each ingress IP of the batch's Services, the
+// LoadBalancerIP EgressServices whose Service has it (from the Services'
+// ingress-IP index).
+func (c *Controller) ingressClaims(in translate.SelectInput) map[netip.Addr][]string {
+	out := map[netip.Addr][]string{}
+	for _, svc := range in.Services {
+		for _, ip := range ingressOf(svc) {
+			if _, done := out[ip]; done {
+				continue
+			}
+			objs, _ := c.svcIndex.ByIndex(controller.IndexByIngressIP, ip.String())
+			claims := []string{}
+			for _, o := range objs {
+				sv, ok := o.(*corev1.Service)
+				if !ok {
+					continue
+				}
+				if es, err := c.esLister.EgressServices(sv.Namespace).Get(sv.Name); err == nil && es.Spec.SourceIPBy != egressv1.Network {
+					claims = append(claims, sv.Namespace+"/"+sv.Name)
+				}
+			}
+			out[ip] = claims
+		}
+	}
+	return out
+}
+
+// nodeAddrs is one Node's own addresses at a resourceVersion.
+type nodeAddrs struct {
+	version string
+	ips     []netip.Addr
+}
+
+// nodeIPs maps every node's own addresses to its name, parsing only the
+// Nodes whose resourceVersion changed since the last call.
+func (c *Controller) nodeIPs(nodes []*corev1.Node) map[netip.Addr]string {
+	if c.nodeAddrs == nil {
+		c.nodeAddrs = map[string]nodeAddrs{}
+	}
+	seen := make(map[string]bool, len(nodes))
+	out := map[netip.Addr]string{}
+	for _, n := range nodes {
+		seen[n.Name] = true
+		a, ok := c.nodeAddrs[n.Name]
+		if !ok || a.version != n.ResourceVersion {
+			a = nodeAddrs{version: n.ResourceVersion, ips: translate.NodeAddresses(n)}
+			c.nodeAddrs[n.Name] = a
+		}
+		for _, ip := range a.ips {
+			out[ip] = n.Name
+		}
+	}
+	for name := range c.nodeAddrs {
+		if !seen[name] {
+			delete(c.nodeAddrs, name)
+		}
+	}
+	return out
 }
 
 // syncEgressServices decides the hosts of keys together, writes those that

@@ -1,0 +1,143 @@
+package master_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// tenant is a namespace tenant's EgressService client (Kubernetes' edit
+// role plus the shipped tenant role, nothing else).
+func tenant(t *testing.T, ns string) versioned.Interface {
+	t.Helper()
+	rc, err := kube.TenantConfig(context.Background(), ns, "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := versioned.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// warningOn waits for a Warning Event of reason on EgressService ns/name
+// whose message holds every one of want.
+func (c *cluster) warningOn(ns, name, reason string, want ...string) {
+	c.t.Helper()
+	saved := c.ns
+	c.ns = ns
+	defer func() { c.ns = saved }()
+	c.warningEvent(name, reason, want...)
+}
+
+// setIngress is the load-balancer controller handing ns/name a new IP.
+func setIngress(t *testing.T, ns, name, ip string) {
+	t.Helper()
+	ctx := context.Background()
+	svc, err := kube.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+	if _, err := kube.Client.CoreV1().Services(ns).UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTenantIngressIPsRefused: tenants of two namespaces, with only the
+// rights docs/security.md gives a tenant, write EgressServices. When the
+// load-balancer controller hands both namespaces' Services the same IP
+// (a shared MetalLB pool), neither is hosted and both say why
+// (IngressIPShared) — no tenant leaves with the other's identity — until
+// one gets another IP, when both are hosted. A Service whose ingress IP is
+// a node's own address or inside the cluster subnets is never hosted
+// (InvalidIngressIP). A tenant cannot write status.host.
+func TestTenantIngressIPsRefused(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	nsB := kube.Namespace(t)
+	t.Cleanup(func() {
+		_ = kube.Egress.K8sV1().EgressServices(nsB).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	cfg := c.config("ovn-egress-master") // the Lease the dist RBAC names
+	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Select = selection.Config{HealthInterval: 0, Prober: allReachable{}}
+	c.start(cfg, saConfig(t))
+
+	a, b := tenant(t, c.ns), tenant(t, nsB)
+	create := func(cs versioned.Interface, ns, name string) {
+		t.Helper()
+		if _, err := cs.K8sV1().EgressServices(ns).Create(ctx, testenv.EgressService(ns, name, ""), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("tenant of %s creates EgressService %s: %v", ns, name, err)
+		}
+	}
+	host := func(ns, name string) string {
+		es, err := kube.Egress.K8sV1().EgressServices(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return es.Status.Host
+	}
+	members := func() string {
+		var all []string
+		for _, n := range c.topo.Nodes {
+			all = append(all, c.setAddresses(n.Name))
+		}
+		return strings.Join(all, " ")
+	}
+
+	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
+	kube.CreateLoadBalancer(t, nsB, "web", []string{"172.18.0.100"}, "10.244.2.5@node2")
+	create(a, c.ns, "web")
+	create(b, nsB, "web")
+	c.warningOn(c.ns, "web", string(translate.ReasonIngressIPShared), "172.18.0.100", nsB+"/web")
+	c.warningOn(nsB, "web", string(translate.ReasonIngressIPShared), "172.18.0.100", c.ns+"/web")
+	if ha, hb := host(c.ns, "web"), host(nsB, "web"); ha != "" || hb != "" {
+		t.Errorf("an IP of two namespaces is hosted: %q and %q", ha, hb)
+	}
+	if m := members(); strings.Contains(m, "10.244.1.5") || strings.Contains(m, "10.244.2.5") {
+		t.Errorf("an IP of two namespaces has rows: %s", m)
+	}
+
+	// The second namespace gets its own IP: both are hosted.
+	setIngress(t, nsB, "web", "172.18.0.101")
+	c.eventually("both hosted once the IP is no longer shared", func() bool {
+		m := members()
+		return host(c.ns, "web") != "" && host(nsB, "web") != "" && strings.Contains(m, "10.244.1.5") && strings.Contains(m, "10.244.2.5")
+	})
+
+	// Addresses no pod may leave with.
+	node2 := c.topo.Node("node2").HostIPs[0].Addr().String()
+	kube.CreateLoadBalancer(t, c.ns, "nodeip", []string{node2}, "10.244.1.6@node1")
+	create(a, c.ns, "nodeip")
+	c.warningOn(c.ns, "nodeip", string(translate.ReasonInvalidIngressIP), node2+" is node node2's own address")
+	kube.CreateLoadBalancer(t, c.ns, "podip", []string{"10.244.3.3"}, "10.244.1.7@node1")
+	create(a, c.ns, "podip")
+	c.warningOn(c.ns, "podip", string(translate.ReasonInvalidIngressIP), "10.244.3.3 is inside the cluster subnet")
+	if hn, hp := host(c.ns, "nodeip"), host(c.ns, "podip"); hn != "" || hp != "" {
+		t.Errorf("refused ingress IPs are hosted: %q, %q", hn, hp)
+	}
+	if m := members(); strings.Contains(m, "10.244.1.6") || strings.Contains(m, "10.244.1.7") {
+		t.Errorf("refused ingress IPs have rows: %s", m)
+	}
+
+	// The tenant role never writes status.
+	es, err := a.K8sV1().EgressServices(c.ns).Get(ctx, "nodeip", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es.Status.Host = "node1"
+	if _, err := a.K8sV1().EgressServices(c.ns).UpdateStatus(ctx, es, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("a tenant wrote status.host: %v", err)
+	}
+}

@@ -1,0 +1,29 @@
+package selection
+
+import (
+	"testing"
+
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
+)
+
+// A service refused for its ingress IP is counted under that reason in
+// ovn_egress_egressservices{state="unassigned"} (not "Pending"), and,
+// under --unassigned-traffic=drop, its Event says its traffic is dropped.
+func TestUnhostedReasonOfRefusedIngressIPs(t *testing.T) {
+	for _, r := range []translate.Reason{translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared} {
+		e := newEvents(nil, true)
+		e.last["ns/web"] = map[translate.Reason]bool{r: true}
+		if got := e.unhostedReason("ns/web"); got != string(r) {
+			t.Errorf("unhosted reason with only %s: %q", r, got)
+		}
+		if !leavesEndpointsUnhosted(r) {
+			t.Errorf("%s does not count as leaving endpoints unhosted", r)
+		}
+	}
+	// The order holds: a missing Service is reported before its IP.
+	e := newEvents(nil, true)
+	e.last["ns/web"] = map[translate.Reason]bool{translate.ReasonIngressIPShared: true, translate.ReasonServiceNotFound: true}
+	if got := e.unhostedReason("ns/web"); got != string(translate.ReasonServiceNotFound) {
+		t.Errorf("unhosted reason: %q, want ServiceNotFound first", got)
+	}
+}
