@@ -35,6 +35,8 @@ render node-rbac.yaml dist/node/rbac.yaml --set mode=central
 render node-daemonset.yaml dist/node/daemonset.yaml --set mode=central
 render node-admission.yaml dist/node/admission.yaml --set mode=central
 render node-admission.yaml dist/ic/node-admission.yaml
+render master-admission.yaml dist/master/admission.yaml --set mode=central
+render master-admission.yaml dist/ic/master-admission.yaml
 render node-rbac.yaml dist/ic/node-rbac.yaml
 render master-rbac.yaml dist/ic/master-rbac.yaml
 render master-deployment.yaml dist/ic/master-deployment.yaml

@@ -113,7 +113,12 @@ func (c *Controller) publish(ctx context.Context, r translate.Report) (bool, err
 	if len(parts) == 0 && len(r) == 0 && !legacy {
 		return false, nil // nothing reported, nothing to say
 	}
-	want := layoutReport(parts, r, translate.ReportShardBytes)
+	want, left := layoutReport(parts, r, translate.ReportShardBytes, translate.ReportParts)
+	if len(left) > 0 {
+		// Not reported is not programmed for the master: their pods keep
+		// their node's address (or are dropped), never leak unSNATed.
+		c.log.WithField("first", left[0]).Warnf("%d services do not fit the readiness report's %d parts: reported as not programmed here", len(left), translate.ReportParts)
+	}
 	published := false
 	for _, part := range slices.Sorted(maps.Keys(want)) {
 		cur, exists := parts[part]
@@ -147,14 +152,18 @@ func (c *Controller) publish(ctx context.Context, r translate.Report) (bool, err
 
 // layoutReport places r's entries into parts: an entry in a part of cur
 // stays there; new entries, in name order, go into the first part whose
-// encoding stays within limit, else into a new part. Part 0 always exists;
-// later parts only with entries.
-func layoutReport(cur map[int]translate.Report, r translate.Report, limit int) map[int]translate.Report {
+// encoding stays within limit, else into a new part, up to maxParts parts;
+// the entries that fit none are returned as left (sorted). Part 0 always
+// exists; later parts only with entries.
+func layoutReport(cur map[int]translate.Report, r translate.Report, limit, maxParts int) (parts map[int]translate.Report, left []string) {
 	out := map[int]translate.Report{0: {}}
 	size := map[int]int{0: 2}                                                          // {}
 	entry := func(k string) int { return len(translate.Report{k: r[k]}.Encode()) - 1 } // less the braces, plus a comma
 	placed := map[string]bool{}
 	for part, entries := range cur {
+		if part >= maxParts {
+			continue // placed anew (a part no admission policy allows now)
+		}
 		for k := range entries {
 			if _, ok := r[k]; ok {
 				if out[part] == nil {
@@ -172,7 +181,11 @@ func layoutReport(cur map[int]translate.Report, r translate.Report, limit int) m
 		}
 		e := entry(k)
 		part := 0
-		for ; out[part] != nil && size[part]+e > limit; part++ {
+		for ; part < maxParts && out[part] != nil && size[part]+e > limit; part++ {
+		}
+		if part == maxParts {
+			left = append(left, k)
+			continue
 		}
 		if out[part] == nil {
 			out[part], size[part] = translate.Report{}, 2
@@ -185,7 +198,7 @@ func layoutReport(cur map[int]translate.Report, r translate.Report, limit int) m
 			delete(out, part)
 		}
 	}
-	return out
+	return out, left
 }
 
 // writePart creates part of the report (create: none in the lister) or

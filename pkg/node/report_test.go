@@ -24,7 +24,7 @@ func TestLayoutReport(t *testing.T) {
 	one := len(report("ns/a").Encode()) - 1 // an entry's share of an encoding
 	limit := 2 + 3*one                      // three entries per part
 
-	parts := layoutReport(nil, report("ns/a", "ns/b", "ns/c", "ns/d", "ns/e"), limit)
+	parts, _ := layoutReport(nil, report("ns/a", "ns/b", "ns/c", "ns/d", "ns/e"), limit, translate.ReportParts)
 	if got := partKeys(parts); got != "0:[ns/a ns/b ns/c] 1:[ns/d ns/e]" {
 		t.Errorf("first layout %s", got)
 	}
@@ -34,17 +34,17 @@ func TestLayoutReport(t *testing.T) {
 		}
 	}
 	// b goes, f comes: f takes b's room in part 0; d and e stay in 1.
-	parts = layoutReport(parts, report("ns/a", "ns/c", "ns/d", "ns/e", "ns/f"), limit)
+	parts, _ = layoutReport(parts, report("ns/a", "ns/c", "ns/d", "ns/e", "ns/f"), limit, translate.ReportParts)
 	if got := partKeys(parts); got != "0:[ns/a ns/c ns/f] 1:[ns/d ns/e]" {
 		t.Errorf("after a change %s", got)
 	}
 	// Entries of part 0 go: part 1's stay where they are, part 0 is kept.
-	parts = layoutReport(parts, report("ns/d", "ns/e"), limit)
+	parts, _ = layoutReport(parts, report("ns/d", "ns/e"), limit, translate.ReportParts)
 	if got := partKeys(parts); got != "0:[] 1:[ns/d ns/e]" {
 		t.Errorf("after part 0 emptied %s", got)
 	}
 	// Everything goes: only the empty first part is left.
-	parts = layoutReport(parts, translate.Report{}, limit)
+	parts, _ = layoutReport(parts, translate.Report{}, limit, translate.ReportParts)
 	if got := partKeys(parts); got != "0:[]" {
 		t.Errorf("nothing reported %s", got)
 	}
@@ -54,7 +54,7 @@ func TestLayoutReport(t *testing.T) {
 	for i := range 10000 {
 		big[fmt.Sprintf("a-namespace-of-twenty/service-%05d", i)] = translate.ServiceReport{IngressIPs: []string{"172.18.0.100", "fc00:f853:ccd:e793::100"}, Network: "100", Endpoints: "0123456789abcdef"}
 	}
-	parts = layoutReport(nil, big, translate.ReportShardBytes)
+	parts, left := layoutReport(nil, big, translate.ReportShardBytes, translate.ReportParts)
 	seen := 0
 	for p, r := range parts {
 		seen += len(r)
@@ -62,10 +62,21 @@ func TestLayoutReport(t *testing.T) {
 			t.Errorf("part %d: %d bytes", p, n)
 		}
 	}
-	if seen != len(big) || len(parts) < 2 {
+	if seen != len(big) || len(parts) < 2 || len(left) != 0 {
 		t.Errorf("10,000 services in %d parts, %d entries placed", len(parts), seen)
 	}
 	t.Logf("10,000 services with 35-character names and both families: %d parts of at most %d bytes", len(parts), translate.ReportShardBytes)
+
+	// Never more parts than the admission policy allows: what fits none is
+	// left out (not reported, so not rerouted), and entries stay put.
+	parts, left = layoutReport(nil, report("ns/a", "ns/b", "ns/c", "ns/d", "ns/e", "ns/f", "ns/g", "ns/h"), limit, 2)
+	if got := partKeys(parts); got != "0:[ns/a ns/b ns/c] 1:[ns/d ns/e ns/f]" || !slices.Equal(left, []string{"ns/g", "ns/h"}) {
+		t.Errorf("two parts at most: %s, left %v", got, left)
+	}
+	parts, left = layoutReport(parts, report("ns/b", "ns/d", "ns/g", "ns/h"), limit, 2)
+	if got := partKeys(parts); got != "0:[ns/b ns/g ns/h] 1:[ns/d]" || len(left) != 0 {
+		t.Errorf("room made: %s, left %v", got, left)
+	}
 }
 
 func partKeys(parts map[int]translate.Report) string {

@@ -53,9 +53,10 @@ const ReportAnnotation = "ovn-egress.io/programmed"
 // part (ReportShardName(node, 0)) up to ReportShardBytes and go on into
 // parts 1, 2, …, and an entry stays in its part while it is reported (an
 // entry never moves, so no write order can make it vanish for a moment).
-// The report is the union of the parts. There is no cap per host but the
-// API server's object count. The Node owns every part (ownerReference), so
-// they go with the Node.
+// The report is the union of the parts, at most ReportParts of them (the
+// agents' admission policy refuses more: a stolen agent token cannot fill
+// etcd or the master's cache with parts); that holds some 80,000 entries.
+// The Node owns every part (ownerReference), so they go with the Node.
 const (
 	ReportLabel     = "ovn-egress.io/report"
 	ReportNodeLabel = "ovn-egress.io/report-node" // ReportNodeHash(node): a node name may exceed a label value's 63 characters
@@ -64,8 +65,10 @@ const (
 	// ReportShardBytes is what new entries may fill a part to; entries
 	// that grow in place (a second family) have the rest of the 1 MiB.
 	ReportShardBytes = 128 << 10
-	reportPrefix     = "ovn-egress-report"
-	maxReportShard   = 9999
+	// ReportParts is how many parts a host's report may have: parts 0 to
+	// ReportParts-1 (dist/node/admission.yaml allows no other name).
+	ReportParts  = 64
+	reportPrefix = "ovn-egress-report"
 )
 
 // ReportShardName is the name of part i of node's report ConfigMaps:
@@ -76,7 +79,7 @@ func ReportShardName(node string, i int) (string, error) {
 	if i > 0 {
 		name = fmt.Sprintf("%s-%d.%s", reportPrefix, i, node)
 	}
-	if longest := fmt.Sprintf("%s-%d.", reportPrefix, maxReportShard); len(longest)+len(node) > 253 {
+	if longest := fmt.Sprintf("%s-%d.", reportPrefix, ReportParts-1); len(longest)+len(node) > 253 {
 		return "", fmt.Errorf("node name %q is longer than %d characters: its readiness report's ConfigMap names would exceed 253", node, 253-len(longest))
 	}
 	return name, nil

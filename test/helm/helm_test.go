@@ -99,12 +99,14 @@ func TestChartRendersDist(t *testing.T) {
 		{"node-rbac.yaml", "../../dist/node/rbac.yaml", central},
 		{"node-daemonset.yaml", "../../dist/node/daemonset.yaml", central},
 		{"node-admission.yaml", "../../dist/node/admission.yaml", central},
+		{"master-admission.yaml", "../../dist/master/admission.yaml", central},
 		{"master-rbac.yaml", "../../dist/ic/master-rbac.yaml", nil},
 		{"master-deployment.yaml", "../../dist/ic/master-deployment.yaml", nil},
 		{"master-pdb.yaml", "../../dist/ic/master-pdb.yaml", nil},
 		{"node-rbac.yaml", "../../dist/ic/node-rbac.yaml", nil},
 		{"node-daemonset.yaml", "../../dist/ic/node-daemonset.yaml", nil},
 		{"node-admission.yaml", "../../dist/ic/node-admission.yaml", nil},
+		{"master-admission.yaml", "../../dist/ic/master-admission.yaml", nil},
 		{"node-rbac.yaml", "../../dist/ic/node-rbac-egressip.yaml", []string{"--set", "egressIP.enabled=true"}},
 		{"node-rbac.yaml", "../../dist/node/rbac-egressip.yaml", []string{"--set", "mode=central", "--set", "egressIP.enabled=true"}},
 		{"master-rbac.yaml", "../../dist/master/rbac-egressip.yaml", []string{"--set", "mode=central", "--set", "egressIP.enabled=true"}},
@@ -227,8 +229,10 @@ func TestChartInstalls(t *testing.T) {
 	if _, err := kube.Client.RbacV1().ClusterRoles().Get(ctx, "ovn-egress-node", metav1.GetOptions{}); err != nil {
 		t.Errorf("node ClusterRole: %v", err)
 	}
-	if _, err := kube.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "ovn-egress-node", metav1.GetOptions{}); err != nil {
-		t.Errorf("the agents' admission policy: %v", err)
+	for _, p := range []string{"ovn-egress-node", "ovn-egress-master"} {
+		if _, err := kube.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, p, metav1.GetOptions{}); err != nil {
+			t.Errorf("admission policy %s: %v", p, err)
+		}
 	}
 	if _, err := kube.Egress.K8sV1().EgressServices("default").List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("the CRD is not served: %v", err)
@@ -388,8 +392,10 @@ func TestDocumentedInstallCommands(t *testing.T) {
 		t.Logf("ran: %s", c)
 	}
 	ctx := context.Background()
-	if _, err := kube.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "ovn-egress-node", metav1.GetOptions{}); err != nil {
-		t.Errorf("the plain manifests applied no admission policy: %v", err)
+	for _, p := range []string{"ovn-egress-node", "ovn-egress-master"} {
+		if _, err := kube.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, p, metav1.GetOptions{}); err != nil {
+			t.Errorf("the plain manifests applied no admission policy %s: %v", p, err)
+		}
 	}
 	for _, n := range []string{"ovn-egress-master", "ovn-egress-node"} {
 		if _, err := kube.Client.RbacV1().ClusterRoles().Get(ctx, n, metav1.GetOptions{}); err != nil {

@@ -130,8 +130,10 @@ func TestNodeAgentChangesOnlyItsOwnNode(t *testing.T) {
 	// refusal shows — not any error — then check every case.
 	waitRefusedBy(t, "ValidatingAdmissionPolicy 'ovn-egress-node'", "node A's agent writing node B's report",
 		func() error { return patch(agentA, "vap-b", report("{}")) })
-	if err := patch(agentA, "vap-a", report(`{\"ns/web\":{}}`)); err != nil {
-		t.Errorf("node A's agent cannot write its own report: %v", err)
+	// An older release's report annotation, as its agent left it: the
+	// agent may remove it, never write it.
+	if err := patch(kube.Client, "vap-a", report(`{\"ns/web\":{}}`)); err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		what, node, body string
@@ -139,6 +141,7 @@ func TestNodeAgentChangesOnlyItsOwnNode(t *testing.T) {
 		client           kubernetes.Interface
 	}{
 		{"node B's report", "vap-b", report("{}"), nil, agentA},
+		{"its own report in the annotation", "vap-a", report("{}"), nil, agentA},
 		{"its own labels", "vap-a", `{"metadata":{"labels":{"egress":"yes"}}}`, nil, agentA},
 		{"another annotation", "vap-a", `{"metadata":{"annotations":{"other.example/x":"2"}}}`, nil, agentA},
 		{"removing another annotation", "vap-a", `{"metadata":{"annotations":{"other.example/x":null}}}`, nil, agentA},
@@ -163,6 +166,9 @@ func TestNodeAgentChangesOnlyItsOwnNode(t *testing.T) {
 	}
 	if n.Annotations["ovn-egress.io/programmed"] != `{"ns/web":{}}` || n.Annotations["other.example/x"] != "1" || len(n.Labels) != 0 || n.Spec.Unschedulable {
 		t.Errorf("node A after the refusals: annotations %v, labels %v, unschedulable %v", n.Annotations, n.Labels, n.Spec.Unschedulable)
+	}
+	if err := patch(agentA, "vap-a", `{"metadata":{"annotations":{"ovn-egress.io/programmed":null}}}`); err != nil {
+		t.Errorf("node A's agent cannot remove the older release's report annotation: %v", err)
 	}
 	checkReportConfigMaps(t, agentA, agentNoNode)
 }
@@ -203,7 +209,7 @@ func checkReportConfigMaps(t *testing.T, agentA, agentNoNode kubernetes.Interfac
 		}
 		return err
 	})
-	for _, name := range []string{"ovn-egress-report.vap-a", "ovn-egress-report-1.vap-a", "ovn-egress-report-12.vap-a"} {
+	for _, name := range []string{"ovn-egress-report.vap-a", "ovn-egress-report-1.vap-a", "ovn-egress-report-12.vap-a", "ovn-egress-report-63.vap-a"} {
 		if err := create(agentA, name, "vap-a"); err != nil {
 			t.Fatalf("node A's agent cannot create its own report %s: %v", name, err)
 		}
@@ -220,6 +226,9 @@ func checkReportConfigMaps(t *testing.T, agentA, agentNoNode kubernetes.Interfac
 		{"node B's report", func() error { return create(agentA, "ovn-egress-report.vap-b2", "vap-b2") }},
 		{"a part of node x.vap-a's report", func() error { return create(agentA, "ovn-egress-report-1.x.vap-a", "vap-a") }},
 		{"a part numbered 0", func() error { return create(agentA, "ovn-egress-report-0.vap-a", "vap-a") }},
+		// At most ReportParts parts: a stolen token cannot fill etcd.
+		{"a part numbered 64", func() error { return create(agentA, "ovn-egress-report-64.vap-a", "vap-a") }},
+		{"a part numbered 9999", func() error { return create(agentA, "ovn-egress-report-9999.vap-a", "vap-a") }},
 		{"its own report naming node B", func() error {
 			_, err := agentA.CoreV1().ConfigMaps(ns).Patch(ctx, "ovn-egress-report.vap-a", types.MergePatchType, []byte(`{"data":{"node":"vap-b"}}`), metav1.PatchOptions{})
 			return err

@@ -210,11 +210,12 @@ func newCluster(t *testing.T, o options) *cluster {
 
 // credentials applies dist/'s RBAC (with egressIP.enabled: the EgressIP
 // tests run the master's egressip controller and the agents with --egressip)
-// and the node agents' admission policies, as an install does.
+// and the admission policies of the agents and the master, as an install
+// does.
 func (c *cluster) credentials() {
 	ctx := context.Background()
 	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/master/rbac-egressip.yaml", "../../../dist/node/rbac-egressip.yaml",
-		"../../../dist/node/admission.yaml"); err != nil {
+		"../../../dist/node/admission.yaml", "../../../dist/master/admission.yaml"); err != nil {
 		c.t.Fatal(err)
 	}
 }
