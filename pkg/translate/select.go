@@ -77,6 +77,10 @@ type SelectInput struct {
 	// EgressServices ("namespace/name") whose Service has that IP, these
 	// included: an IP of two namespaces hosts neither.
 	IngressClaims map[netip.Addr][]string
+	// LabelClaims are, by host label (NodeLabel), the LoadBalancerIP
+	// EgressServices with that label, these included: only the earliest
+	// created of two that collide is hosted.
+	LabelClaims map[string][]LabelClaim
 	// KeepAssigned keeps every non-empty status.host exactly as given
 	// (counted as an allocation) and only decides the empty ones: the offline
 	// `translate --select-hosts` mode.
@@ -280,6 +284,10 @@ func (s *selector) resolve(p *placement) string {
 	}
 	if !IsLoadBalancer(svc) {
 		return fail(ReasonServiceNotLoadBalancer, "Service %s is of type %s, not LoadBalancer", p.key, svc.Spec.Type)
+	}
+	label := NodeLabel(p.es.Namespace, p.es.Name)
+	if holder := labelHolder(s.in.LabelClaims[label]); holder != "" && holder != p.key {
+		return fail(ReasonNodeLabelCollision, "its host label %s is also that of EgressService %s, which holds it (created first): this one is not hosted until one of them is renamed", label, holder)
 	}
 	ingress, multiple := IngressIPs(svc)
 	for _, f := range multiple {

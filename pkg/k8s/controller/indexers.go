@@ -10,6 +10,7 @@ import (
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // The indexers the controllers share, one set of names for every
@@ -24,6 +25,9 @@ const (
 	// IndexByIngressIP indexes Services by every load-balancer ingress IP
 	// (canonical form).
 	IndexByIngressIP = "ovn-egress.byIngressIP"
+	// IndexByHostLabel indexes EgressServices by the node label their host
+	// carries (translate.NodeLabel): two of them with one label collide.
+	IndexByHostLabel = "ovn-egress.byHostLabel"
 )
 
 // indexFunc is the shared indexer of that name.
@@ -37,6 +41,8 @@ func indexFunc(name string) (cache.IndexFunc, bool) {
 		return byAddress, true
 	case IndexByIngressIP:
 		return byIngressIP, true
+	case IndexByHostLabel:
+		return byHostLabel, true
 	}
 	return nil, false
 }
@@ -81,6 +87,14 @@ func byIngressIP(obj any) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+func byHostLabel(obj any) ([]string, error) {
+	es, ok := obj.(*egressv1.EgressService)
+	if !ok {
+		return nil, nil
+	}
+	return []string{translate.NodeLabel(es.Namespace, es.Name)}, nil
 }
 
 // AddIndexers adds the named shared indexers to inf, skipping those another

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -140,4 +141,85 @@ func TestTenantIngressIPsRefused(t *testing.T) {
 	if _, err := a.K8sV1().EgressServices(c.ns).UpdateStatus(ctx, es, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("a tenant wrote status.host: %v", err)
 	}
+}
+
+// TestTenantHostLabelCollision: the host label of X-a/web and of X/a-web
+// is one label, and the load-balancer announcer follows it. A tenant that
+// creates the colliding name later is refused (NodeLabelCollision) and takes
+// neither the label nor the host from the service that had them; once that
+// one is gone, the later one is hosted.
+func TestTenantHostLabelCollision(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	nsB := c.ns + "-a"
+	if _, err := kube.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsB}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.Client.CoreV1().Namespaces().Delete(context.Background(), nsB, metav1.DeleteOptions{})
+	})
+	label := translate.NodeLabel(c.ns, "a-web")
+	if label != translate.NodeLabel(nsB, "web") {
+		t.Fatalf("no collision: %s", label)
+	}
+	cfg := c.config("ovn-egress-master")
+	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Select = selection.Config{HealthInterval: 0, Prober: allReachable{}}
+	c.start(cfg, saConfig(t))
+	a, b := tenant(t, c.ns), tenant(t, nsB)
+	host := func(ns, name string) string {
+		es, err := kube.Egress.K8sV1().EgressServices(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "(" + err.Error() + ")"
+		}
+		return es.Status.Host
+	}
+	labelled := func() []string {
+		nodes, err := kube.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: label})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range nodes.Items {
+			out = append(out, n.Name)
+		}
+		return out
+	}
+
+	// The victim, pinned to node1.
+	kube.CreateLoadBalancer(t, c.ns, "a-web", []string{"172.18.0.100"}, "10.244.1.5@node1")
+	victim := testenv.EgressService(c.ns, "a-web", "")
+	victim.Spec.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/hostname": "node1"}}
+	if _, err := a.K8sV1().EgressServices(c.ns).Create(ctx, victim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("the first service hosted and labelled on node1", func() bool {
+		l := labelled()
+		return host(c.ns, "a-web") == "node1" && len(l) == 1 && l[0] == "node1"
+	})
+
+	// The colliding name, a second later, wanting node2.
+	time.Sleep(time.Second) // creationTimestamp has whole seconds
+	kube.CreateLoadBalancer(t, nsB, "web", []string{"172.18.0.101"}, "10.244.2.5@node2")
+	attacker := testenv.EgressService(nsB, "web", "")
+	attacker.Spec.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/hostname": "node2"}}
+	if _, err := b.K8sV1().EgressServices(nsB).Create(ctx, attacker, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.warningOn(nsB, "web", string(translate.ReasonNodeLabelCollision), label, c.ns+"/a-web, which holds it")
+	if h := host(nsB, "web"); h != "" {
+		t.Errorf("the colliding service is hosted on %q", h)
+	}
+	if l := labelled(); host(c.ns, "a-web") != "node1" || len(l) != 1 || l[0] != "node1" {
+		t.Errorf("after the collision: the first service's host %q, label on %v; want node1 alone", host(c.ns, "a-web"), l)
+	}
+
+	// The first one goes: the later one is hosted, the label moves with it.
+	if err := a.K8sV1().EgressServices(c.ns).Delete(ctx, "a-web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("the later service hosted and labelled on node2", func() bool {
+		l := labelled()
+		return host(nsB, "web") == "node2" && len(l) == 1 && l[0] == "node2"
+	})
 }

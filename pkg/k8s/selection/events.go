@@ -22,7 +22,7 @@ const dropNotice = "; with --unassigned-traffic=drop, traffic its endpoints send
 func leavesEndpointsUnhosted(r translate.Reason) bool {
 	switch r {
 	case translate.ReasonNoEligibleNode, translate.ReasonInvalidNodeSelector, translate.ReasonNoIngressIP,
-		translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared:
+		translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, translate.ReasonNodeLabelCollision:
 		return true
 	}
 	return false

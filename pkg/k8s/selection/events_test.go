@@ -6,11 +6,11 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// A service refused for its ingress IP is counted under that reason in
+// A service refused for its ingress IP or its host label is counted under that reason in
 // ovn_egress_egressservices{state="unassigned"} (not "Pending"), and,
 // under --unassigned-traffic=drop, its Event says its traffic is dropped.
-func TestUnhostedReasonOfRefusedIngressIPs(t *testing.T) {
-	for _, r := range []translate.Reason{translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared} {
+func TestUnhostedReasonOfRefusedServices(t *testing.T) {
+	for _, r := range []translate.Reason{translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, translate.ReasonNodeLabelCollision} {
 		e := newEvents(nil, true)
 		e.last["ns/web"] = map[translate.Reason]bool{r: true}
 		if got := e.unhostedReason("ns/web"); got != string(r) {

@@ -17,7 +17,7 @@ import (
 )
 
 func addIndexers(es, svc, slices cache.SharedIndexInformer) error {
-	if err := controller.AddIndexers(es, controller.IndexByHost); err != nil {
+	if err := controller.AddIndexers(es, controller.IndexByHost, controller.IndexByHostLabel); err != nil {
 		return fmt.Errorf("egressservice: %w", err)
 	}
 	if err := controller.AddIndexers(svc, controller.IndexByIngressIP); err != nil {
@@ -30,7 +30,8 @@ func addIndexers(es, svc, slices cache.SharedIndexInformer) error {
 }
 
 // Event handlers only map objects to keys and enqueue them:
-//   - an EgressService: itself, and the nodes of its old and new host (labels);
+//   - an EgressService: itself, those with the same host label, and the
+//     nodes of its old and new host (labels);
 //   - a Service or EndpointSlice: the EgressService of the same name; a
 //     Service, also those of every Service with one of its old or new
 //     ingress IPs (an IP of two namespaces hosts neither);
@@ -95,7 +96,16 @@ func (c *Controller) enqueueEgressService(o, old any) {
 	if !ok {
 		return
 	}
-	c.work.Add(key{name: translate.EgressServiceKey(e)})
+	self := translate.EgressServiceKey(e)
+	c.work.Add(key{name: self})
+	// Those with the same host label: whether this one exists (and when it
+	// was created) decides which of them is hosted.
+	objs, _ := c.esIndexer.ByIndex(controller.IndexByHostLabel, translate.NodeLabel(e.Namespace, e.Name))
+	for _, o := range objs {
+		if other, ok := o.(*egressv1.EgressService); ok && translate.EgressServiceKey(other) != self {
+			c.work.Add(key{name: translate.EgressServiceKey(other)})
+		}
+	}
 	c.enqueueNodeLabels(e.Status.Host)
 	if prev, ok := old.(*egressv1.EgressService); ok && prev.Status.Host != e.Status.Host {
 		c.enqueueNodeLabels(prev.Status.Host)

@@ -134,7 +134,7 @@ func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
 // host, the one reported first when several hold.
 func unhostedOrder() []translate.Reason {
 	return []translate.Reason{translate.ReasonServiceNotFound, translate.ReasonServiceNotLoadBalancer,
-		translate.ReasonNoIngressIP, translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, translate.ReasonNoEndpoints, translate.ReasonInvalidNodeSelector, translate.ReasonNoEligibleNode}
+		translate.ReasonNoIngressIP, translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, translate.ReasonNodeLabelCollision, translate.ReasonNoEndpoints, translate.ReasonInvalidNodeSelector, translate.ReasonNoEligibleNode}
 }
 
 // unhostedReason is the first of unhostedOrder among k's problems at its

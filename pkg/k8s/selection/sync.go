@@ -98,6 +98,7 @@ func (c *Controller) gather(keys []string) translate.SelectInput {
 	}
 	in.Networks = translate.IngressNetworks{ClusterSubnets: c.cfg.ClusterSubnets, JoinSubnets: c.cfg.JoinSubnets, ServiceCIDRs: c.cfg.ServiceCIDRs}
 	in.IngressClaims = c.ingressClaims(in)
+	in.LabelClaims = c.labelClaims(in)
 	nodes, _ := c.nodeLister.List(labels.Everything())
 	in.NodeIPs = c.nodeIPs(nodes)
 	for _, n := range nodes {
@@ -135,6 +136,28 @@ func (c *Controller) ingressClaims(in translate.SelectInput) map[netip.Addr][]st
 			}
 			out[ip] = claims
 		}
+	}
+	return out
+}
+
+// labelClaims lists, for the host label of each of the batch's
+// EgressServices, the LoadBalancerIP EgressServices with that label (from
+// the EgressServices' host-label index).
+func (c *Controller) labelClaims(in translate.SelectInput) map[string][]translate.LabelClaim {
+	out := map[string][]translate.LabelClaim{}
+	for _, es := range in.EgressServices {
+		label := translate.NodeLabel(es.Namespace, es.Name)
+		if _, done := out[label]; done {
+			continue
+		}
+		objs, _ := c.esIndexer.ByIndex(controller.IndexByHostLabel, label)
+		claims := []translate.LabelClaim{}
+		for _, o := range objs {
+			if e, ok := o.(*egressv1.EgressService); ok && e.Spec.SourceIPBy != egressv1.Network {
+				claims = append(claims, translate.LabelClaim{Key: translate.EgressServiceKey(e), Created: e.CreationTimestamp.Time})
+			}
+		}
+		out[label] = claims
 	}
 	return out
 }
