@@ -32,7 +32,8 @@ func verifyCommand() *cli.Command {
 	flags = append(flags, translateFlags()...)
 	flags = append(flags,
 		&cli.StringFlag{Name: "zone", Usage: "interconnect: the zone whose NB --nb-address is (in current ovn-kubernetes, a node's name); default: found from the NB's gateway routers", Category: catXlate},
-		&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up after this long", Category: catOVN})
+		&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up after this long", Category: catOVN},
+		reportNamespaceFlag(catXlate))
 	return &cli.Command{
 		Name:  "verify",
 		Usage: "compare the live NB with what the cluster's objects require; print every missing, extra or different row, and every conflict",
@@ -100,7 +101,7 @@ func verify(ctx context.Context, c *cli.Context) (verifyResult, error) {
 	if err := resolveNetworks(ctx, c, &cfg, kc, "verify", nil, quietLog()); err != nil {
 		return res, err
 	}
-	objs, err := listObjects(ctx, rc)
+	objs, err := listObjects(ctx, rc, c.String("report-namespace"))
 	if err != nil {
 		return res, err
 	}
@@ -260,8 +261,10 @@ func conflicts(ctx context.Context, nb client.Client, cfg translate.Config, objs
 	return out, nil
 }
 
-// listObjects reads every object translation needs from the API server.
-func listObjects(ctx context.Context, cfg *rest.Config) (translate.Objects, error) {
+// listObjects reads every object translation needs from the API server,
+// the node agents' reports only from reportNS (a ConfigMap of that name
+// elsewhere is anyone's).
+func listObjects(ctx context.Context, cfg *rest.Config, reportNS string) (translate.Objects, error) {
 	var objs translate.Objects
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -299,7 +302,7 @@ func listObjects(ctx context.Context, cfg *rest.Config) (translate.Objects, erro
 	for i := range nodes.Items {
 		objs.Nodes = append(objs.Nodes, &nodes.Items[i])
 	}
-	reports, err := kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: translate.ReportLabel})
+	reports, err := kube.CoreV1().ConfigMaps(reportNS).List(ctx, metav1.ListOptions{LabelSelector: translate.ReportLabel})
 	if err != nil {
 		return objs, fmt.Errorf("list the node agents' report configmaps: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
@@ -65,10 +66,27 @@ func TestVerifyZones(t *testing.T) {
 		}
 		return out, code
 	}
+	// A tenant's ConfigMap named and labelled like node2's report: not the
+	// agent's (another namespace), so verify never reads it.
+	spoof := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ovn-egress-report.node2", Namespace: ns,
+		Labels: map[string]string{translate.ReportLabel: "", translate.ReportNodeLabel: translate.ReportNodeHash("node2")}},
+		Data: map[string]string{translate.ReportNodeKey: "node2", translate.ReportDataKey: "{}"}}
+	if _, err := kube.Client.CoreV1().ConfigMaps(ns).Create(context.Background(), spoof, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := listObjects(context.Background(), kube.Config, testenv.ReportNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range objs.Reports {
+		if r.Namespace != testenv.ReportNamespace {
+			t.Errorf("verify read the report ConfigMap %s/%s", r.Namespace, r.Name)
+		}
+	}
 	for name := range zones {
 		for _, flags := range [][]string{{"--zone", name}, nil} {
 			if out, code := verify(name, flags...); code != 0 || !strings.Contains(out, "no drift") || !strings.Contains(out, "# zone "+name) {
-				t.Errorf("zone %s %v, clean rows: exit %d\n%s", name, flags, code, out)
+				t.Errorf("zone %s %v, clean rows (and a spoofed report in %s): exit %d\n%s", name, flags, ns, code, out)
 			}
 		}
 	}
