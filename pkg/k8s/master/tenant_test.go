@@ -156,6 +156,10 @@ func TestTenantHostLabelCollision(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// With no namespace controller the namespace stays Terminating and
+		// its EgressService (hosted on node2) would stay in the world the
+		// package's later tests share.
+		_ = kube.Egress.K8sV1().EgressServices(nsB).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 		_ = kube.Client.CoreV1().Namespaces().Delete(context.Background(), nsB, metav1.DeleteOptions{})
 	})
 	label := translate.NodeLabel(c.ns, "a-web")
