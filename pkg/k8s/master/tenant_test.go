@@ -58,7 +58,8 @@ func setIngress(t *testing.T, ns, name, ip string) {
 // TestTenantIngressIPsRefused: tenants of two namespaces, with only the
 // rights docs/security.md gives a tenant, write EgressServices. When the
 // load-balancer controller hands both namespaces' Services the same IP
-// (a shared MetalLB pool), neither is hosted and both say why
+// (a shared MetalLB pool), neither is hosted — the one hosted before the
+// other namespace's EgressService came loses its host — and both say why
 // (IngressIPShared) — no tenant leaves with the other's identity — until
 // one gets another IP, when both are hosted. A Service whose ingress IP is
 // a node's own address or inside the cluster subnets is never hosted
@@ -99,7 +100,12 @@ func TestTenantIngressIPsRefused(t *testing.T) {
 
 	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
 	kube.CreateLoadBalancer(t, nsB, "web", []string{"172.18.0.100"}, "10.244.2.5@node2")
+	// The second namespace's EgressService comes after the first is
+	// hosted: the first loses its host (its own objects did not change).
 	create(a, c.ns, "web")
+	c.eventually("the first namespace's service hosted", func() bool {
+		return host(c.ns, "web") != "" && strings.Contains(members(), "10.244.1.5")
+	})
 	create(b, nsB, "web")
 	c.warningOn(c.ns, "web", string(translate.ReasonIngressIPShared), "172.18.0.100", nsB+"/web")
 	c.warningOn(nsB, "web", string(translate.ReasonIngressIPShared), "172.18.0.100", c.ns+"/web")

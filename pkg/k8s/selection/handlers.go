@@ -30,8 +30,9 @@ func addIndexers(es, svc, slices cache.SharedIndexInformer) error {
 }
 
 // Event handlers only map objects to keys and enqueue them:
-//   - an EgressService: itself, those with the same host label, and the
-//     nodes of its old and new host (labels);
+//   - an EgressService: itself, those with the same host label, those of
+//     the Services that share its Service's ingress IPs, and the nodes of
+//     its old and new host (labels);
 //   - a Service or EndpointSlice: the EgressService of the same name; a
 //     Service, also those of every Service with one of its old or new
 //     ingress IPs (an IP of two namespaces hosts neither);
@@ -105,6 +106,12 @@ func (c *Controller) enqueueEgressService(o, old any) {
 		if other, ok := o.(*egressv1.EgressService); ok && translate.EgressServiceKey(other) != self {
 			c.work.Add(key{name: translate.EgressServiceKey(other)})
 		}
+	}
+	// Those whose Service shares an ingress IP with this one's: whether
+	// this one exists (and takes its IP from the load balancer) decides
+	// whether theirs is shared.
+	if svc, err := c.svcLister.Services(e.Namespace).Get(e.Name); err == nil {
+		c.enqueueSharers(ingressOf(svc), self)
 	}
 	c.enqueueNodeLabels(e.Status.Host)
 	if prev, ok := old.(*egressv1.EgressService); ok && prev.Status.Host != e.Status.Host {
