@@ -60,15 +60,17 @@ type Announcer struct {
 	sent    *prometheus.CounterVec // nil: not counted
 	send    func(dev string, ip netip.Addr, mac net.HardwareAddr) error
 
-	mu     sync.Mutex
-	ctx    context.Context // Run's
-	bursts map[netip.Addr]context.CancelFunc
+	mu      sync.Mutex
+	ctx     context.Context // Run's
+	bursts  map[netip.Addr]context.CancelFunc
+	refused map[netip.Addr]string // held here but never announced, and why
 }
 
 // NewAnnouncer wires the announcer of node's IPv6 egress IPs; reg, when
 // set, gets its counter.
 func NewAnnouncer(node string, ns *Namespace, kube kubernetes.Interface, eip eipclient.Interface, reg prometheus.Registerer, work *controller.Metrics, log *logrus.Entry) (*Announcer, error) {
-	a := &Announcer{node: node, ns: ns, log: log, bursts: map[netip.Addr]context.CancelFunc{}, send: sendNeighborAdvertisement}
+	a := &Announcer{node: node, ns: ns, log: log, bursts: map[netip.Addr]context.CancelFunc{}, refused: map[netip.Addr]string{},
+		send: sendNeighborAdvertisement}
 	eipInf := informer.EgressIP(eip)
 	a.eipInf = eipInf
 	a.nodeInf = informer.Kube(kube, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -86,7 +88,7 @@ func NewAnnouncer(node string, ns *Namespace, kube kubernetes.Interface, eip eip
 	}
 	if reg != nil {
 		a.sent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ovn_egress_node_neighbor_advertisements_total",
-			Help: "Unsolicited neighbour advertisements sent for the IPv6 egress IPs this node holds, by result (sent, failed)."}, []string{"result"})
+			Help: "Unsolicited neighbour advertisements for the IPv6 egress IPs this node holds, by result (sent, failed; refused: an IP this node must not announce, counted once per IP)."}, []string{"result"})
 		reg.MustRegister(a.sent)
 	}
 	return a, nil
@@ -125,13 +127,18 @@ func (a *Announcer) sync(_ context.Context, _ []string) error {
 			delete(a.bursts, ip)
 		}
 	}
-	var start []netip.Addr
-	for _, ip := range held {
-		if _, ok := a.bursts[ip]; !ok {
-			start = append(start, ip)
+	for ip := range a.refused {
+		if !slices.Contains(held, ip) {
+			delete(a.refused, ip)
 		}
 	}
-	if len(start) == 0 {
+	var candidates []netip.Addr
+	for _, ip := range held {
+		if _, ok := a.bursts[ip]; !ok {
+			candidates = append(candidates, ip)
+		}
+	}
+	if len(candidates) == 0 {
 		return nil
 	}
 	n, err := a.nodes.Get(a.node)
@@ -140,6 +147,10 @@ func (a *Announcer) sync(_ context.Context, _ []string) error {
 			return nil // its Node's arrival enqueues again
 		}
 		return err
+	}
+	start := a.announceable(n, candidates)
+	if len(start) == 0 {
+		return nil
 	}
 	dev, mac, err := a.where(n)
 	if err != nil {
@@ -151,6 +162,32 @@ func (a *Announcer) sync(_ context.Context, _ []string) error {
 		go a.burst(ctx, dev, ip, mac)
 	}
 	return nil
+}
+
+// announceable keeps the IPs this node may announce as its own; the
+// others (a status item the master would never write: a gateway, a
+// neighbour's or a network's address, one outside the node's networks)
+// are logged and counted once each, and checked again at every sync (the
+// Node's networks may change). Called with a.mu held.
+func (a *Announcer) announceable(n *corev1.Node, ips []netip.Addr) []netip.Addr {
+	facts := translate.ParseEgressIPNode(n, true)
+	var out []netip.Addr
+	for _, ip := range ips {
+		why := facts.AnnounceRefusal(ip)
+		if why == "" {
+			delete(a.refused, ip)
+			out = append(out, ip)
+			continue
+		}
+		if a.refused[ip] != why {
+			a.log.WithField("ip", ip).Warnf("egress IP %s %s: not announced", ip, why)
+			if a.sent != nil {
+				a.sent.WithLabelValues("refused").Inc()
+			}
+		}
+		a.refused[ip] = why
+	}
+	return out
 }
 
 // burst sends the advertisements of one IP until they are done or the IP

@@ -47,6 +47,10 @@ type EgressIPNode struct {
 	HostNetworks []netip.Prefix
 	// Addresses are the node's own addresses: no egress IP may be one.
 	Addresses []netip.Addr
+	// Gateways are its gateway router's next hops (l3-gateway-config): no
+	// egress IP may be one either (the agent would announce the
+	// segment's router as its own).
+	Gateways []netip.Addr
 }
 
 // ParseEgressIPNode reads a Node's egress-IP facts; reachable is the health
@@ -75,7 +79,64 @@ func ParseEgressIPNode(n *corev1.Node, reachable bool) *EgressIPNode {
 	}
 	info := &NodeInfo{}
 	out.Addresses = hostIPs(n, info)
+	if v := n.Annotations[AnnotL3GatewayCfg]; v != "" {
+		parseGatewayConfig(v, info)
+	}
+	out.Gateways = info.GatewayNextHops
 	return out
+}
+
+// Refusal says why ip may never be an egress IP on this node's segments
+// ("" when it may): it is the node's own address, its gateway, or the
+// network or (IPv4) broadcast address of one of its networks. Hosts
+// answering for it would take over a router's or a neighbour's traffic.
+func (n *EgressIPNode) Refusal(ip netip.Addr) string {
+	ip = ipfamily.Canonical(ip)
+	switch {
+	case slices.Contains(n.Addresses, ip):
+		return "is an address of node " + n.Name
+	case slices.Contains(n.Gateways, ip):
+		return "is the gateway of node " + n.Name
+	}
+	for _, p := range slices.Concat(n.Primary, n.HostNetworks) {
+		if !p.Contains(ip) {
+			continue
+		}
+		if single := p.Bits() == ip.BitLen() || (ip.Is4() && p.Bits() == 31); single {
+			continue // a /32, /128 or point-to-point /31 has no network address
+		}
+		if ip == p.Masked().Addr() {
+			return fmt.Sprintf("is the network address of %s (node %s)", p, n.Name)
+		}
+		if ip.Is4() && ip == lastAddr(p) {
+			return fmt.Sprintf("is the broadcast address of %s (node %s)", p, n.Name)
+		}
+	}
+	return ""
+}
+
+// AnnounceRefusal says why this node must not announce ip as its own
+// ("" when it may): an address no host may hold, one outside the node's
+// networks, or one Refusal names. The agent's last guard against a forged
+// or stale status item.
+func (n *EgressIPNode) AnnounceRefusal(ip netip.Addr) string {
+	ip = ipfamily.Canonical(ip)
+	if why := (IngressNetworks{}).Refusal(ip, nil); why != "" {
+		return why
+	}
+	if !n.contains(ip) {
+		return "is outside node " + n.Name + "'s networks"
+	}
+	return n.Refusal(ip)
+}
+
+// lastAddr is the highest address of an IPv4 prefix.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().As4()
+	for i := p.Bits(); i < 32; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	return netip.AddrFrom4(b)
 }
 
 func canonicalPrefix(p netip.Prefix) netip.Prefix {
@@ -140,12 +201,8 @@ func AssignEgressIPs(in EgressIPInput) EgressIPResult {
 	objs := slices.Clone(in.EgressIPs)
 	slices.SortFunc(objs, func(a, b *egressipv1.EgressIP) int { return strings.Compare(a.Name, b.Name) })
 	nodes := make([]string, 0, len(in.Nodes))
-	own := map[netip.Addr]string{} // a node's own address → the node
-	for name, n := range in.Nodes {
+	for name := range in.Nodes {
 		nodes = append(nodes, name)
-		for _, a := range n.Addresses {
-			own[a] = name
-		}
 	}
 	slices.Sort(nodes)
 
@@ -160,11 +217,16 @@ func AssignEgressIPs(in EgressIPInput) EgressIPResult {
 			case err != nil || ip.Zone() != "":
 				res.Problems.add(eip.Name, ReasonEgressIPInvalid, "egress IP %q is not an IPv4 or IPv6 address", s)
 				continue
-			case own[ipfamily.Canonical(ip)] != "":
-				res.Problems.add(eip.Name, ReasonEgressIPConflict, "egress IP %s is an address of node %s and will not be assigned", ip, own[ipfamily.Canonical(ip)])
-				continue
 			}
 			ip = ipfamily.Canonical(ip)
+			if why := (IngressNetworks{}).Refusal(ip, nil); why != "" {
+				res.Problems.add(eip.Name, ReasonEgressIPInvalid, "egress IP %s %s and will not be assigned", ip, why)
+				continue
+			}
+			if why := refusedByNodes(in.Nodes, nodes, ip); why != "" {
+				res.Problems.add(eip.Name, ReasonEgressIPConflict, "egress IP %s %s and will not be assigned", ip, why)
+				continue
+			}
 			if slices.Contains(a.wanted[eip.Name], ip) {
 				continue
 			}
@@ -207,6 +269,16 @@ func AssignEgressIPs(in EgressIPInput) EgressIPResult {
 		res.Items[eip.Name] = items
 	}
 	return res
+}
+
+// refusedByNodes is the first node's (by name) refusal of ip.
+func refusedByNodes(in map[string]*EgressIPNode, names []string, ip netip.Addr) string {
+	for _, name := range names {
+		if why := in[name].Refusal(ip); why != "" {
+			return why
+		}
+	}
+	return ""
 }
 
 // assigner is the state of one AssignEgressIPs.

@@ -314,3 +314,44 @@ func TestSelectEgressIPPods(t *testing.T) {
 		})
 	}
 }
+
+// TestAssignEgressIPsRefusesRoutersAndSpecialAddresses: an egress IP the
+// holding node would answer for in place of a router or a whole segment —
+// a node's gateway, a network's network or broadcast address, link-local,
+// multicast, loopback or unspecified — is refused with the reason, never
+// assigned; an address beside them on the same network is assigned.
+func TestAssignEgressIPsRefusesRoutersAndSpecialAddresses(t *testing.T) {
+	gw := func(n *translate.EgressIPNode) {
+		n.Gateways = []netip.Addr{netip.MustParseAddr("172.18.0.1"), netip.MustParseAddr("fc00:f853:ccd:e793::1")}
+		n.HostNetworks = []netip.Prefix{netip.MustParsePrefix("192.168.20.0/24"), netip.MustParsePrefix("10.10.0.0/31")}
+	}
+	nodes := nodesOf(eipNode("node1", 11, gw), eipNode("node2", 12, gw))
+	for _, tc := range []struct{ ip, reason, why string }{
+		{"172.18.0.1", "EgressIPConflict", "is the gateway of node node1"},
+		{"fc00:f853:ccd:e793::1", "EgressIPConflict", "is the gateway of node node1"},
+		{"172.18.0.0", "EgressIPConflict", "is the network address of 172.18.0.0/16"},
+		{"172.18.255.255", "EgressIPConflict", "is the broadcast address of 172.18.0.0/16"},
+		{"192.168.20.255", "EgressIPConflict", "is the broadcast address of 192.168.20.0/24"},
+		{"fc00:f853:ccd:e793::", "EgressIPConflict", "is the network address of fc00:f853:ccd:e793::/64"},
+		{"172.18.0.12", "EgressIPConflict", "is an address of node node2"},
+		{"169.254.0.10", "InvalidEgressIP", "is link-local"},
+		{"fe80::10", "InvalidEgressIP", "is link-local"},
+		{"224.0.0.5", "InvalidEgressIP", "is multicast"},
+		{"127.0.0.1", "InvalidEgressIP", "is a loopback address"},
+		{"0.0.0.0", "InvalidEgressIP", "is unspecified"},
+	} {
+		res := translate.AssignEgressIPs(translate.EgressIPInput{EgressIPs: []*egressipv1.EgressIP{eip("a", []string{tc.ip, "172.18.0.100"})}, Nodes: nodes})
+		if got := items(res.Items["a"]); got != "172.18.0.100@node1" {
+			t.Errorf("%s: assigned %q, want only 172.18.0.100@node1", tc.ip, got)
+		}
+		ps := res.Problems.For("a")
+		if len(ps) != 1 || string(ps[0].Reason) != tc.reason || !strings.Contains(ps[0].Message, tc.ip+" "+tc.why) {
+			t.Errorf("%s: problems %v, want %s %q", tc.ip, ps, tc.reason, tc.why)
+		}
+	}
+	// The two ends of a point-to-point /31 are addresses like any other.
+	res := translate.AssignEgressIPs(translate.EgressIPInput{EgressIPs: []*egressipv1.EgressIP{eip("p2p", []string{"10.10.0.0"})}, Nodes: nodes})
+	if got := items(res.Items["p2p"]); got != "10.10.0.0@node1" {
+		t.Errorf("an address of a /31: %q, want 10.10.0.0@node1", got)
+	}
+}

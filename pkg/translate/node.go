@@ -54,7 +54,11 @@ type NodeInfo struct {
 	// GatewayMAC is the gateway router's MAC (l3-gateway-config
 	// "mac-address"; nil when absent or unparsable).
 	GatewayMAC net.HardwareAddr
-	Zone       string
+	// GatewayNextHops are the next hops of the node's gateway router
+	// (l3-gateway-config "next-hops", else "next-hop"): the segment's
+	// routers, never an egress source or an address to announce.
+	GatewayNextHops []netip.Addr
+	Zone            string
 	// Report is the node agent's readiness report (nil when absent).
 	Report Report
 	// Problems found while parsing (bad or missing annotations).
@@ -167,18 +171,7 @@ func ParseNode(n *corev1.Node, joinSubnets []netip.Prefix) *NodeInfo {
 	}
 	info.HostIPs = hostIPs(n, info)
 	if v := a[AnnotL3GatewayCfg]; v != "" {
-		var m map[string]struct {
-			Mode string `json:"mode"`
-			MAC  string `json:"mac-address"`
-		}
-		if err := json.Unmarshal([]byte(v), &m); err == nil {
-			info.GatewayMode = m[defaultNetworkField].Mode
-			if mac, err := net.ParseMAC(m[defaultNetworkField].MAC); err == nil && len(mac) == 6 {
-				info.GatewayMAC = mac
-			}
-		} else {
-			info.Problems = append(info.Problems, AnnotL3GatewayCfg+": "+err.Error())
-		}
+		parseGatewayConfig(v, info)
 	}
 	if v := a[ReportAnnotation]; v != "" {
 		r, err := ParseReport(v)
@@ -188,6 +181,31 @@ func ParseNode(n *corev1.Node, joinSubnets []netip.Prefix) *NodeInfo {
 		info.Report = r
 	}
 	return info
+}
+
+// parseGatewayConfig reads l3-gateway-config's default network: mode,
+// gateway router MAC and next hops (Problems when it is not JSON).
+func parseGatewayConfig(v string, info *NodeInfo) {
+	var m map[string]struct {
+		Mode     string   `json:"mode"`
+		MAC      string   `json:"mac-address"`
+		NextHops []string `json:"next-hops"`
+		NextHop  string   `json:"next-hop"`
+	}
+	if err := json.Unmarshal([]byte(v), &m); err == nil {
+		gw := m[defaultNetworkField]
+		info.GatewayMode = gw.Mode
+		if mac, err := net.ParseMAC(gw.MAC); err == nil && len(mac) == 6 {
+			info.GatewayMAC = mac
+		}
+		for _, s := range append(gw.NextHops, gw.NextHop) {
+			if a, err := netip.ParseAddr(s); err == nil && !slices.Contains(info.GatewayNextHops, ipfamily.Canonical(a)) {
+				info.GatewayNextHops = append(info.GatewayNextHops, ipfamily.Canonical(a))
+			}
+		}
+	} else {
+		info.Problems = append(info.Problems, AnnotL3GatewayCfg+": "+err.Error())
+	}
 }
 
 // NodeReady reports whether the Node's Ready condition is True.
