@@ -21,6 +21,11 @@ COMMIT=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 mapfile -t PKGS < <(grep -v -e '^#' -e '^$' dist/image/packages)
 mkdir -p "$OUT"
+# One build at a time: the test packages that run the image (test/e2e/local,
+# test/helm) build it from their TestMain, side by side; two builds would
+# share the root's, the binary's and the archive's temporary files.
+exec 9>"$OUT/.lock"
+flock 9
 
 if ! command -v mmdebstrap >/dev/null; then
   SUDO=; [[ $(id -u) -ne 0 ]] && SUDO=sudo
