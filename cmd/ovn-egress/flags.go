@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 
 	"github.com/sirupsen/logrus"
@@ -26,13 +28,35 @@ const (
 func observeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "metrics-address", Usage: "serve /metrics, /healthz and /readyz on this host:port (empty: off; the manifests use :9476 for the master and :9477 for the node agent)", Category: catObserve},
+		&cli.StringFlag{Name: "metrics-ip", Usage: "bind --metrics-address's port on this IP only, in place of its host part (the chart's node agents: the node's IP, status.hostIP, so that a host-network listener is not on every host address)", Category: catObserve},
 	}
+}
+
+// metricsAddress is --metrics-address (addr), its host part replaced by
+// --metrics-ip (ip) when that is set (either family: brackets as needed).
+func metricsAddress(addr, ip string) (string, error) {
+	if addr == "" || ip == "" {
+		return addr, nil
+	}
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-ip: %w", err)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-address: %w", err)
+	}
+	return net.JoinHostPort(a.String(), port), nil
 }
 
 // startObserve starts the metrics and health listener of --metrics-address
 // (nothing is served when it is empty, but metrics are still kept).
 func startObserve(c *cli.Context, log *logrus.Entry) (*observe.Server, error) {
-	s := observe.New(observe.Config{Address: c.String("metrics-address"), Version: version, Commit: commit, Component: c.Command.Name},
+	addr, err := metricsAddress(c.String("metrics-address"), c.String("metrics-ip"))
+	if err != nil {
+		return nil, err
+	}
+	s := observe.New(observe.Config{Address: addr, Version: version, Commit: commit, Component: c.Command.Name},
 		log.WithField("subsys", "observe"))
 	return s, s.Start(c.Context)
 }

@@ -163,7 +163,10 @@ func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	s.addr = l.Addr()
 	s.mu.Unlock()
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	// Bounded in every phase: a client that sends slowly, reads slowly or
+	// idles holds a connection for seconds, not forever.
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -11,6 +11,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"reflect"
 	"strings"
@@ -90,6 +92,27 @@ func (c ClientConfig) Validate() error {
 		return fmt.Errorf("ssl: NB addresses need a private key, a certificate and a CA certificate")
 	}
 	return nil
+}
+
+// Plaintext returns the tcp: endpoints that are not on a loopback
+// address: anyone who reaches one may write the NB, ovn-egress's rows
+// included.
+func (c ClientConfig) Plaintext() []string {
+	var out []string
+	for _, a := range c.Addresses {
+		for _, one := range strings.Split(a, ",") {
+			rest, ok := strings.CutPrefix(strings.TrimSpace(one), "tcp:")
+			if !ok {
+				continue
+			}
+			host, _, err := net.SplitHostPort(rest)
+			if ip, perr := netip.ParseAddr(host); err == nil && perr == nil && ip.IsLoopback() {
+				continue
+			}
+			out = append(out, strings.TrimSpace(one))
+		}
+	}
+	return out
 }
 
 // NBModel returns the NB client database model with the client indexes
@@ -284,6 +307,9 @@ func logrLogger(log *logrus.Entry) logr.Logger {
 // ConnectNB retries the first NB connection with a capped backoff: a master
 // started before its database waits for it instead of crash-looping.
 func ConnectNB(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (client.Client, error) {
+	if plain := cfg.Plaintext(); len(plain) > 0 {
+		log.WithField("endpoints", strings.Join(plain, ",")).Warn("the NB is reached over plaintext tcp on a non-loopback address: anyone who reaches it may write NB rows; use ssl: endpoints (docs/security.md)")
+	}
 	delay := 500 * time.Millisecond
 	for {
 		c, err := NewNBClient(ctx, cfg, log.WithField("controller", "libovsdb"))

@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
@@ -91,6 +92,8 @@ func TestHelmInstallInterconnect(t *testing.T) {
 	for _, n := range topo.Nodes {
 		host := testenv.NewNetNS(t, "oe-helm-"+n.Name)
 		kube.ForwardInto(t, host)
+		hostIP := n.HostIPs[0].Addr()
+		host.Addr(t, "lo", netip.PrefixFrom(hostIP, hostIP.BitLen()).String()) // the node's IP, which the agent's listener binds
 		name := "ovn-egress-node-" + n.Name
 		ident, err := kube.PodIdentity(ctx, dir, ns, "ovn-egress-node", name, n.Name)
 		if err != nil {
@@ -98,7 +101,7 @@ func TestHelmInstallInterconnect(t *testing.T) {
 		}
 		agents[n.Name] = img.StartPod(t, procs, dir, testenv.PodRun{Name: "helm-agent-" + n.Name, Pod: ds.Spec.Template.Spec, Container: "node",
 			NetNS: "/run/netns/" + host.Name, ServiceAccount: ident, APIServer: api,
-			Downward:  map[string]string{"metadata.name": name, "metadata.namespace": ns, "spec.nodeName": n.Name},
+			Downward:  map[string]string{"metadata.name": name, "metadata.namespace": ns, "spec.nodeName": n.Name, "status.hostIP": hostIP.String()},
 			HostPaths: map[string]string{"/etc/iproute2": "/etc/iproute2", "/var/run/openvswitch": zones[n.Name].Dir}})
 	}
 

@@ -85,7 +85,7 @@ func TestDemo(t *testing.T) {
 			"ovn_egress_master_leader", "ovn_egress_egressservices", "ovn_egress_host_changes_total", "ovn_egress_nb_transactions_total"))
 	}
 	if m, err := c.agentMetricsOf(host); err == nil {
-		show(fmt.Sprintf("ip netns exec %s curl -s 127.0.0.1:%d/metrics   (%s's agent, in its host namespace; excerpt)", c.dp.Hosts[host].Name, nodeMetricsPort, host), metricLines(m,
+		show(fmt.Sprintf("ip netns exec %s curl -s %s   (%s's agent, in its host namespace, on the node's IP; excerpt)", c.dp.Hosts[host].Name, c.agentURL(host, "/metrics"), host), metricLines(m,
 			"ovn_egress_node_snat_elements", "ovn_egress_node_ready_services", "ovn_egress_node_leak_guard_dropped_packets_total"))
 	}
 

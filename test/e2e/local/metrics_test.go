@@ -3,7 +3,9 @@ package local
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
@@ -14,9 +16,15 @@ func (c *cluster) masterMetrics(i int) (testenv.Samples, error) {
 	return testenv.ScrapeIn(context.Background(), c.mpods[c.masterPod[i]], fmt.Sprintf("http://127.0.0.1:%d/metrics", masterMetricsPort))
 }
 
+// agentURL is path on node's agent listener: the node's IP (the chart
+// binds status.hostIP only), in its host namespace.
+func (c *cluster) agentURL(node, path string) string {
+	return "http://" + net.JoinHostPort(c.topo.Node(node).HostIPs[0].Addr().String(), strconv.Itoa(nodeMetricsPort)) + path
+}
+
 // agentMetricsOf scrapes node's agent.
 func (c *cluster) agentMetricsOf(node string) (testenv.Samples, error) {
-	return testenv.ScrapeIn(context.Background(), c.dp.Hosts[node], fmt.Sprintf("http://127.0.0.1:%d/metrics", nodeMetricsPort))
+	return testenv.ScrapeIn(context.Background(), c.dp.Hosts[node], c.agentURL(node, "/metrics"))
 }
 
 // leaderMetric waits until the lease holder's metric (name, labels) has
@@ -100,7 +108,7 @@ func (c *cluster) agentReady(node string, timeout time.Duration) {
 	var code int
 	var body string
 	var err error
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", nodeMetricsPort)
+	url := c.agentURL(node, "/readyz")
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if code, body, err = testenv.HTTPGetIn(context.Background(), c.dp.Hosts[node], url); err == nil && code == http.StatusOK {
 			return

@@ -2,12 +2,14 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 )
 
@@ -70,6 +72,11 @@ func TestRestarts(t *testing.T) {
 	c.expectSource(p3, 15*time.Second, only(lb))
 	// And once it runs again, its first sync keeps what it finds.
 	c.agentReady(host, 30*time.Second)
+	// Its listener is on the node's IP alone (the chart's --metrics-ip):
+	// not on the host's other addresses.
+	if code, _, err := testenv.HTTPGetIn(context.Background(), c.dp.Hosts[host], fmt.Sprintf("http://127.0.0.1:%d/readyz", nodeMetricsPort)); err == nil {
+		t.Errorf("the agent's listener answers on the host's loopback (%d): it binds every address", code)
+	}
 	c.expectSource(p1, 10*time.Second, only(lb))
 	c.expectSource(p3, 10*time.Second, only(lb))
 }
