@@ -27,7 +27,7 @@ OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egre
 SCALE_SERVICES ?= 2000
 OVN25_SCALE_SERVICES ?= 2000
 
-.PHONY: all build image deps test test-scale test-ovn25 ovn25 unit testbin generate verify lint demo e2e chaos false-failover bench clean help
+.PHONY: all build image deps fuzz test test-scale test-ovn25 ovn25 unit testbin generate verify lint demo e2e chaos false-failover bench clean help
 
 all: build
 
@@ -69,6 +69,16 @@ chaos: deps testbin build ## a seeded soak: faults while the cluster changes, ch
 
 false-failover: deps testbin build ## the health checks at their defaults under CPU starvation drain no live host (STARVE_ARGS=-starve.duration=10m -starve.hogs=4); docs/reliability.md
 	go test -tags chaos -count=1 -timeout 40m -run '^TestNoFalseFailover$$' -v ./test/e2e/local/ -args $(STARVE_ARGS)
+
+FUZZTIME ?= 10s
+FUZZ_PKGS ?= ./pkg/translate/
+fuzz: ## run every fuzz target (what tenants, agents and ovn-kubernetes write) for FUZZTIME each; their seeds run in make test
+	@for pkg in $(FUZZ_PKGS); do \
+	  for t in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+	    go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
 
 bench: deps testbin ## benchmarks against the physical limit (BENCH_ARGS=-quick: CI size); docs/performance.md
 	go run ./test/bench $(BENCH_ARGS)
