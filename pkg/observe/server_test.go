@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -86,6 +87,24 @@ func TestServerEndpoints(t *testing.T) {
 	}
 	if _, ok := m.Get("go_goroutines"); !ok {
 		t.Errorf("no Go runtime metrics")
+	}
+}
+
+// TestBuildInfo: ovn_egress_build_info says which build runs as what
+// component, on /metrics.
+func TestBuildInfo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := observe.New(observe.Config{Address: "127.0.0.1:0", Version: "v1.2.3", Commit: "abc123", Component: "node"}, quiet())
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := testenv.Scrape(ctx, "http://"+s.Addr().String()+"/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := m.Get("ovn_egress_build_info", "version", "v1.2.3", "commit", "abc123", "component", "node", "goversion", runtime.Version()); !ok || v != 1 {
+		t.Errorf("ovn_egress_build_info{version=v1.2.3,commit=abc123,component=node} = %v (present %v), want 1", v, ok)
 	}
 }
 
