@@ -81,6 +81,11 @@ type SelectInput struct {
 	// EgressServices with that label, these included: only the earliest
 	// created of two that collide is hosted.
 	LabelClaims map[string][]LabelClaim
+	// MaxPerNode caps the LoadBalancerIP EgressServices a node is given
+	// (0: no cap): each is a label on the Node, and every watcher of Nodes
+	// receives the whole object at each change. A host already past the cap
+	// keeps what it has.
+	MaxPerNode int
 	// KeepAssigned keeps every non-empty status.host exactly as given
 	// (counted as an allocation) and only decides the empty ones: the offline
 	// `translate --select-hosts` mode.
@@ -398,6 +403,14 @@ func (s *selector) place(p *placement) {
 		case s.res.Allocations[c] < s.res.Allocations[best]:
 			best = c
 		}
+	}
+	if full := s.in.MaxPerNode; best != "" && full > 0 && s.res.Allocations[best] >= full {
+		// best has the fewest allocations of the candidates (a Recovering
+		// node is chosen last, so one with room behind a full steady node
+		// is not looked at: a node of last resort stays one).
+		s.problem(p.key, ReasonNoEligibleNode, "no node can host it: every candidate already hosts %d EgressServices, the cap (--max-services-per-node: each is a label on its Node)", full)
+		s.res.Selections[p.key] = Selection{Current: cur, Why: p.why, Cause: p.cause}
+		return
 	}
 	if best == "" {
 		msg := "no node can host it"

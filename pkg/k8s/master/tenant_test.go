@@ -2,6 +2,7 @@ package master_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -232,4 +233,60 @@ func TestTenantHostLabelCollision(t *testing.T) {
 		l := labelled()
 		return host(nsB, "web") == "node2" && len(l) == 1 && l[0] == "node2"
 	})
+}
+
+// TestTenantServicesCappedPerNode: with --max-services-per-node 1 on three
+// nodes, a tenant's fourth EgressService waits (NoEligibleNode naming the
+// cap) instead of adding a second label to a Node; when one of the first
+// three goes, the fourth takes its place.
+func TestTenantServicesCappedPerNode(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	cfg := c.config("ovn-egress-master")
+	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Select = selection.Config{HealthInterval: 0, Prober: allReachable{}, MaxPerNode: 1}
+	c.start(cfg, saConfig(t))
+	a := tenant(t, c.ns)
+	names := []string{"s1", "s2", "s3", "s4"}
+	for i, name := range names {
+		kube.CreateLoadBalancer(t, c.ns, name, []string{fmt.Sprintf("172.18.0.%d", 100+i)}, fmt.Sprintf("10.244.1.%d@node1", 5+i))
+		if _, err := a.K8sV1().EgressServices(c.ns).Create(ctx, testenv.EgressService(c.ns, name, ""), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			c.eventually("three services hosted, one per node", func() bool {
+				hosts := map[string]bool{}
+				for _, n := range names[:3] {
+					if h := c.host(n); h != "" {
+						hosts[h] = true
+					}
+				}
+				return len(hosts) == 3
+			})
+		}
+	}
+	c.warningOn(c.ns, "s4", string(translate.ReasonNoEligibleNode), "every candidate already hosts 1 EgressServices, the cap")
+	if h := c.host("s4"); h != "" {
+		t.Errorf("the fourth service is hosted on %s past the cap", h)
+	}
+	nodes, err := kube.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		own := 0
+		for k := range n.Labels {
+			if strings.HasPrefix(k, "egress-service.k8s.ovn.org/"+c.ns) {
+				own++
+			}
+		}
+		if own > 1 {
+			t.Errorf("node %s has %d of the namespace's host labels, want at most 1", n.Name, own)
+		}
+	}
+	freed := c.host("s1")
+	if err := a.K8sV1().EgressServices(c.ns).Delete(ctx, "s1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("the fourth service hosted where the first was", func() bool { return c.host("s4") == freed })
 }

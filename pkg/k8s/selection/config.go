@@ -60,6 +60,9 @@ type Config struct {
 	// HostMoves, when set, is closed while status.host writes are in flight
 	// and until the informer shows them (translation waits for it).
 	HostMoves *controller.Gate
+	// MaxPerNode caps the EgressServices (and so the egress-service labels)
+	// one node is given (DefaultMaxPerNode; 0: no cap).
+	MaxPerNode int
 	// MaxBatch bounds the EgressServices decided together (1000).
 	MaxBatch int
 	// Writers bounds the concurrent status and label writes (16).
@@ -106,10 +109,16 @@ const DefaultHoldDown = 30 * time.Second
 // so the checks take at most about a third of a core.
 const DefaultMaxRate = 5000
 
+// DefaultMaxPerNode is the default MaxPerNode: a label costs a Node about
+// 190 bytes (the label and the master's managedFields entry), so 1,000 add
+// about 190 KB to an object every Node watcher receives at each change,
+// well under etcd's request limit (1.5 MiB).
+const DefaultMaxPerNode = 1000
+
 // DefaultConfig returns the command-line defaults.
 func DefaultConfig() Config {
 	return Config{HealthCheckPort: 9, HealthInterval: 200 * time.Millisecond, HealthTimeout: 500 * time.Millisecond, HealthHoldDown: DefaultHoldDown, HealthCheckMode: ModeAny,
-		HealthMaxRate: DefaultMaxRate, UnassignedTraffic: translate.UnassignedAllow, MaxBatch: 1000, Writers: 16}
+		HealthMaxRate: DefaultMaxRate, UnassignedTraffic: translate.UnassignedAllow, MaxPerNode: DefaultMaxPerNode, MaxBatch: 1000, Writers: 16}
 }
 
 // Validate checks the configuration and fills the defaults of unset fields.
@@ -138,6 +147,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("health-check port %d is not within 1..65535", c.HealthCheckPort)
 	case c.HealthInterval < 0 || c.HealthTimeout < 0 || c.HealthMaxRate < 0:
 		return fmt.Errorf("health-check interval, timeout and max rate must not be negative")
+	case c.MaxPerNode < 0:
+		return fmt.Errorf("the cap of services per node must not be negative")
 	case c.HealthCheckMode != ModeAny && c.HealthCheckMode != ModeConnect:
 		return fmt.Errorf("unknown health-check mode %q (want %s or %s)", c.HealthCheckMode, ModeAny, ModeConnect)
 	case c.UnassignedTraffic != translate.UnassignedAllow && c.UnassignedTraffic != translate.UnassignedDrop:

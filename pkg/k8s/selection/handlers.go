@@ -31,8 +31,9 @@ func addIndexers(es, svc, slices cache.SharedIndexInformer) error {
 
 // Event handlers only map objects to keys and enqueue them:
 //   - an EgressService: itself, those with the same host label, those of
-//     the Services that share its Service's ingress IPs, and the nodes of
-//     its old and new host (labels);
+//     the Services that share its Service's ingress IPs, the nodes of its
+//     old and new host (labels) and, when it leaves a node under a cap per
+//     node, the unassigned ones (there is room now);
 //   - a Service or EndpointSlice: the EgressService of the same name; a
 //     Service, also those of every Service with one of its old or new
 //     ingress IPs (an IP of two namespaces hosts neither);
@@ -52,6 +53,7 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 			DeleteFunc: func(o any) {
 				if e, ok := controller.As[*egressv1.EgressService](o); ok {
 					c.events.forget(translate.EgressServiceKey(e))
+					c.enqueueWaitingForRoom(e.Status.Host)
 				}
 				c.enqueueEgressService(o, nil)
 			},
@@ -116,6 +118,15 @@ func (c *Controller) enqueueEgressService(o, old any) {
 	c.enqueueNodeLabels(e.Status.Host)
 	if prev, ok := old.(*egressv1.EgressService); ok && prev.Status.Host != e.Status.Host {
 		c.enqueueNodeLabels(prev.Status.Host)
+		c.enqueueWaitingForRoom(prev.Status.Host)
+	}
+}
+
+// enqueueWaitingForRoom enqueues the unassigned EgressServices when host,
+// a node, has just lost one and a cap per node may have kept them waiting.
+func (c *Controller) enqueueWaitingForRoom(host string) {
+	if c.cfg.MaxPerNode > 0 && host != "" && host != egressv1.HostAll {
+		c.enqueueHostedOn("")
 	}
 }
 

@@ -73,7 +73,7 @@ func (e *keyErrors) set(k key, err error) {
 func (c *Controller) gather(keys []string) translate.SelectInput {
 	in := translate.SelectInput{ClusterSubnets: c.cfg.ClusterSubnets, Services: map[string]*corev1.Service{},
 		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{}, Nodes: map[string]*translate.NodeInfo{},
-		Reachable: c.health.reachable(), Recovering: c.health.recovering(), Allocations: map[string]int{}}
+		Reachable: c.health.reachable(), Recovering: c.health.recovering(), Allocations: map[string]int{}, MaxPerNode: c.cfg.MaxPerNode}
 	batch := map[string]bool{}
 	for _, k := range keys {
 		ns, name, err := cache.SplitMetaNamespaceKey(k)
