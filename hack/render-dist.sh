@@ -47,3 +47,4 @@ render master-rbac.yaml dist/master/rbac-egressip.yaml --set mode=central --set 
 render master-pdb.yaml dist/master/pdb.yaml --set mode=central
 render master-pdb.yaml dist/ic/master-pdb.yaml
 render tenant-role.yaml dist/tenant-role.yaml
+render network-allowlist.yaml dist/network-allowlist.yaml --set networkAllowList.enabled=true

@@ -110,6 +110,7 @@ func TestChartRendersDist(t *testing.T) {
 		{"node-rbac.yaml", "../../dist/ic/node-rbac-egressip.yaml", []string{"--set", "egressIP.enabled=true"}},
 		{"node-rbac.yaml", "../../dist/node/rbac-egressip.yaml", []string{"--set", "mode=central", "--set", "egressIP.enabled=true"}},
 		{"master-rbac.yaml", "../../dist/master/rbac-egressip.yaml", []string{"--set", "mode=central", "--set", "egressIP.enabled=true"}},
+		{"network-allowlist.yaml", "../../dist/network-allowlist.yaml", []string{"--set", "networkAllowList.enabled=true"}},
 	} {
 		args := append([]string{"template", "ovn-egress", chart, "--namespace", "ovn-egress", "--show-only", "templates/" + c.tpl}, c.set...)
 		got := body(run(t, args...))
@@ -186,6 +187,7 @@ func TestChartInstalls(t *testing.T) {
 		{"clusterSubnets=10.244.0.0", "clusterSubnets"},
 		{"metrics.nodePort=70000", "nodePort"},
 		{"master.extraArgs={-v}", "extraArgs"},
+		{"networkAllowList.networks.Team_A=100", "networkAllowList"},
 	} {
 		out, err := runErr(t, "install", "ovn-egress-bad", chart, "--namespace", ns, "--create-namespace", "--set", bad.set)
 		if err == nil || !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, bad.want) {

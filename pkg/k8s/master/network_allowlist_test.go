@@ -1,0 +1,137 @@
+package master_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
+)
+
+// TestTenantNetworkAllowList: with dist/network-allowlist.yaml (the
+// chart's networkAllowList) a tenant names only the networks its
+// namespace is given in the ConfigMap ovn-egress/ovn-egress-networks (or
+// every namespace, "_all"): another network is refused with the list, and
+// without the ConfigMap every network is; an EgressService without a
+// network never is, and an update that keeps a network dropped from the
+// list later is allowed.
+func TestTenantNetworkAllowList(t *testing.T) {
+	ctx := context.Background()
+	if err := kube.Client.CoreV1().ConfigMaps("ovn-egress").Delete(ctx, "ovn-egress-networks", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/network-allowlist.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	adm := kube.Client.AdmissionregistrationV1()
+	t.Cleanup(func() {
+		_ = adm.ValidatingAdmissionPolicyBindings().Delete(context.Background(), "ovn-egress-egressservice-networks", metav1.DeleteOptions{})
+		_ = adm.ValidatingAdmissionPolicies().Delete(context.Background(), "ovn-egress-egressservice-networks", metav1.DeleteOptions{})
+		_ = kube.Client.CoreV1().ConfigMaps("ovn-egress").Delete(context.Background(), "ovn-egress-networks", metav1.DeleteOptions{})
+	})
+	nsA, nsB := kube.Namespace(t), kube.Namespace(t)
+	for _, ns := range []string{nsA, nsB} {
+		t.Cleanup(func() {
+			_ = kube.Egress.K8sV1().EgressServices(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+		})
+	}
+	a, b := tenant(t, nsA), tenant(t, nsB)
+	seq := 0
+	create := func(cs versioned.Interface, ns, network string) (string, error) {
+		seq++
+		es := testenv.EgressService(ns, fmt.Sprintf("es%d", seq), "")
+		es.Spec.Network = network
+		_, err := cs.K8sV1().EgressServices(ns).Create(ctx, es, metav1.CreateOptions{})
+		return es.Name, err
+	}
+	const refusal = "ValidatingAdmissionPolicy 'ovn-egress-egressservice-networks'"
+	// waitFor creates until the outcome is in force (the API server loads
+	// the policy, its binding and its parameters asynchronously): refused
+	// by the policy with want in the message, or (want "") accepted.
+	waitFor := func(cs versioned.Interface, ns, network, want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			name, err := create(cs, ns, network)
+			switch {
+			case want == "" && err == nil:
+				return
+			case want != "" && err != nil && strings.Contains(err.Error(), refusal) && strings.Contains(err.Error(), want):
+				return
+			}
+			if err == nil {
+				_ = cs.K8sV1().EgressServices(ns).Delete(ctx, name, metav1.DeleteOptions{})
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("network %q in %s: %v; want %s", network, ns, err, map[bool]string{true: "accepted", false: "refused naming " + want}[want == ""])
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	// The chart's empty list: no network, but the default path is never
+	// refused.
+	waitFor(a, nsA, "100", "spec.network 100 is not a network namespace "+nsA+" may use (ConfigMap ovn-egress/ovn-egress-networks allows: none)")
+	if _, err := create(a, nsA, ""); err != nil {
+		t.Errorf("an EgressService without a network refused: %v", err)
+	}
+
+	cm, err := kube.Client.CoreV1().ConfigMaps("ovn-egress").Get(ctx, "ovn-egress-networks", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data = map[string]string{nsA: "100, vrf-red", "_all": "shared"}
+	if cm, err = kube.Client.CoreV1().ConfigMaps("ovn-egress").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(a, nsA, "vrf-red", "")
+	for _, c := range []struct {
+		cs            versioned.Interface
+		ns, net, want string
+	}{
+		{a, nsA, "100", ""},
+		{a, nsA, "shared", ""},
+		{a, nsA, "200", "spec.network 200 is not a network namespace " + nsA + " may use (ConfigMap ovn-egress/ovn-egress-networks allows: 100, vrf-red, shared)"},
+		{b, nsB, "shared", ""},
+		{b, nsB, "100", "spec.network 100 is not a network namespace " + nsB + " may use (ConfigMap ovn-egress/ovn-egress-networks allows: shared)"},
+	} {
+		_, err := create(c.cs, c.ns, c.net)
+		if c.want == "" && err != nil {
+			t.Errorf("network %q in %s refused: %v", c.net, c.ns, err)
+		}
+		if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("network %q in %s: %v; want refused: %s", c.net, c.ns, err, c.want)
+		}
+	}
+
+	// The list shrinks: an existing EgressService keeps its network through
+	// updates, but cannot switch to one it may not use.
+	kept, err := create(a, nsA, "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[nsA] = "vrf-red"
+	if _, err := kube.Client.CoreV1().ConfigMaps("ovn-egress").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(a, nsA, "100", "allows: vrf-red, shared")
+	es, err := a.K8sV1().EgressServices(nsA).Get(ctx, kept, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es.Labels = map[string]string{"touched": "yes"}
+	if es, err = a.K8sV1().EgressServices(nsA).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("an update keeping network 100 (no longer listed) refused: %v", err)
+	} else {
+		es.Spec.Network = "200"
+		if _, err := a.K8sV1().EgressServices(nsA).Update(ctx, es, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), refusal) {
+			t.Errorf("a switch to network 200: %v, want refused by the policy", err)
+		}
+	}
+}
