@@ -31,9 +31,23 @@ func TestTenantNetworkAllowList(t *testing.T) {
 	}
 	adm := kube.Client.AdmissionregistrationV1()
 	t.Cleanup(func() {
-		_ = adm.ValidatingAdmissionPolicyBindings().Delete(context.Background(), "ovn-egress-egressservice-networks", metav1.DeleteOptions{})
-		_ = adm.ValidatingAdmissionPolicies().Delete(context.Background(), "ovn-egress-egressservice-networks", metav1.DeleteOptions{})
-		_ = kube.Client.CoreV1().ConfigMaps("ovn-egress").Delete(context.Background(), "ovn-egress-networks", metav1.DeleteOptions{})
+		ctx := context.Background()
+		_ = adm.ValidatingAdmissionPolicyBindings().Delete(ctx, "ovn-egress-egressservice-networks", metav1.DeleteOptions{})
+		_ = adm.ValidatingAdmissionPolicies().Delete(ctx, "ovn-egress-egressservice-networks", metav1.DeleteOptions{})
+		// The API server drops the policy asynchronously: until it has, a
+		// missing ConfigMap would refuse every EgressService of the
+		// package's later tests. Wait until a network no list allows is
+		// accepted, then remove the ConfigMap.
+		probe := kube.Namespace(t)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			es := testenv.EgressService(probe, "probe", "")
+			es.Spec.Network = "not-allowed-anywhere"
+			if _, err := kube.Egress.K8sV1().EgressServices(probe).Create(ctx, es, metav1.CreateOptions{}); err == nil {
+				_ = kube.Egress.K8sV1().EgressServices(probe).Delete(ctx, "probe", metav1.DeleteOptions{})
+				break
+			}
+		}
+		_ = kube.Client.CoreV1().ConfigMaps("ovn-egress").Delete(ctx, "ovn-egress-networks", metav1.DeleteOptions{})
 	})
 	nsA, nsB := kube.Namespace(t), kube.Namespace(t)
 	for _, ns := range []string{nsA, nsB} {
