@@ -100,8 +100,9 @@ func (c ClientConfig) Validate() error {
 func (c ClientConfig) Plaintext() []string {
 	var out []string
 	for _, a := range c.Addresses {
-		for _, one := range strings.Split(a, ",") {
-			rest, ok := strings.CutPrefix(strings.TrimSpace(one), "tcp:")
+		endpoints, _ := ParseAddresses(a) // an invalid one fails Validate
+		for _, one := range endpoints {
+			rest, ok := strings.CutPrefix(one, "tcp:")
 			if !ok {
 				continue
 			}
@@ -109,7 +110,7 @@ func (c ClientConfig) Plaintext() []string {
 			if ip, perr := netip.ParseAddr(host); err == nil && perr == nil && ip.IsLoopback() {
 				continue
 			}
-			out = append(out, strings.TrimSpace(one))
+			out = append(out, one)
 		}
 	}
 	return out

@@ -123,7 +123,7 @@ func FuzzNodePlan(f *testing.F) {
 			if ipfamily.Of(e.Endpoint) != e.Family || ipfamily.Of(e.SNATIP) != e.Family {
 				t.Fatalf("element %s mixes families", e)
 			}
-			if !nets.inCluster(e.Endpoint) {
+			if !inAny(e.Endpoint, in.ClusterSubnets) {
 				t.Fatalf("element %s: endpoint outside the cluster subnets", e)
 			}
 			if why := nets.Refusal(e.SNATIP, nodeIPSet(in.NodeIPs)); why != "" {
@@ -136,16 +136,6 @@ func FuzzNodePlan(f *testing.F) {
 			}
 		}
 	})
-}
-
-// inCluster reports whether ip is inside the cluster subnets.
-func (n IngressNetworks) inCluster(ip netip.Addr) bool {
-	for _, p := range n.ClusterSubnets {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
 }
 
 func nodeIPSet(ips []netip.Addr) map[netip.Addr]string {
