@@ -85,6 +85,9 @@ type Controller struct {
 	report   map[int]partWrite
 	problems map[translate.Problem]bool
 	routes   map[tableFamily]bool
+	// nodeProblems are the unreadable annotations of this node last
+	// reported (an Event on the Node when they change).
+	nodeProblems string
 }
 
 // NewController wires informers and handlers; Run starts them.
@@ -260,8 +263,11 @@ func (c *Controller) onNode(old, obj any) {
 		oldAnn = o.Annotations
 	}
 	subnets := oldAnn == nil || oldAnn[translate.AnnotNodeSubnets] != n.Annotations[translate.AnnotNodeSubnets]
-	if subnets || oldAnn[translate.ReportAnnotation] != n.Annotations[translate.ReportAnnotation] {
-		c.enqueue() // the subnets tell pod endpoints outside --cluster-subnets
+	// The subnets tell pod endpoints outside --cluster-subnets; any
+	// ovn-kubernetes annotation may become (un)readable (an Event).
+	if subnets || oldAnn[translate.ReportAnnotation] != n.Annotations[translate.ReportAnnotation] ||
+		ovnAnnotationsChanged(oldAnn, n.Annotations) {
+		c.enqueue()
 	}
 	if subnets {
 		select {
@@ -269,6 +275,19 @@ func (c *Controller) onNode(old, obj any) {
 		default:
 		}
 	}
+}
+
+// ovnAnnotationsChanged tells whether an ovn-kubernetes annotation that
+// translate.ParseNode reads was added, removed or changed.
+func ovnAnnotationsChanged(old, now map[string]string) bool {
+	for _, k := range translate.NodeAnnotations {
+		v, ok := old[k]
+		w, ok2 := now[k]
+		if ok != ok2 || v != w {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeAddressesOnly keeps of a Node what the node-IP list needs: its name,

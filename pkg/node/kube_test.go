@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
@@ -135,6 +137,27 @@ func TestNodeAgentKubeAPIServer(t *testing.T) {
 		for _, e := range evs.Items {
 			if e.Reason == string(translate.ReasonNetworkNotFound) && e.InvolvedObject.Name == "nonet" && e.Type == "Warning" &&
 				e.Source.Component == node.EventSource && strings.Contains(e.Message, n.Name) && strings.Contains(e.Message, `"nope"`) {
+				return true
+			}
+		}
+		return false
+	})
+
+	// A gateway config that cannot be read is not used: the agent says so
+	// on its own Node, once.
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"{not json"}}}`, translate.AnnotL3GatewayCfg)
+	if _, err := k.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "a NodeAnnotationInvalid Event on the Node", func() bool {
+		evs, err := k.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			if e.Reason == string(translate.ReasonNodeAnnotationInvalid) && e.InvolvedObject.Kind == "Node" &&
+				e.InvolvedObject.Name == n.Name && e.Type == "Warning" && e.Source.Component == node.EventSource &&
+				strings.Contains(e.Message, translate.AnnotL3GatewayCfg) {
 				return true
 			}
 		}

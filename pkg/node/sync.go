@@ -80,6 +80,7 @@ func (c *Controller) sync(ctx context.Context) error {
 		c.d.Metrics.reported(time.Since(start))
 	}
 	c.emitProblems(append(plan.Problems, c.routeProblems(plan)...))
+	c.emitNodeProblems()
 	fields := logrus.Fields{"services": len(plan.Services), "ready": len(ready), "rules": len(plan.Desired.Rules),
 		"snat": len(plan.Desired.SNAT), "added": res.Added + res2.Added, "deleted": res2.Deleted,
 		"published": published || published2, "duration": time.Since(start),
@@ -181,6 +182,30 @@ func (c *Controller) emitProblems(ps translate.Problems) {
 }
 
 func splitKey(key string) (string, string, bool) { return strings.Cut(key, "/") }
+
+// emitNodeProblems posts a Warning Event on this node's Node when the set
+// of its ovn-kubernetes annotations that cannot be read changes: what they
+// say is not used (a gateway config that cannot be read counts as shared
+// gateway mode, node subnets that cannot be read as none), which the
+// operator must hear of rather than find in changed behaviour.
+func (c *Controller) emitNodeProblems() {
+	n, err := c.nodeLister.Get(c.cfg.NodeName)
+	if err != nil {
+		return
+	}
+	ps := translate.ParseNode(n, nil).Problems
+	now := strings.Join(ps, "; ")
+	if now == c.nodeProblems {
+		return
+	}
+	c.nodeProblems = now
+	if now == "" {
+		return
+	}
+	msg := "node " + n.Name + ": annotations that cannot be read, not used: " + now
+	c.d.Recorder.Event(n, corev1.EventTypeWarning, string(translate.ReasonNodeAnnotationInvalid), msg)
+	c.log.WithField("reason", translate.ReasonNodeAnnotationInvalid).Warn(msg)
+}
 
 type tableFamily struct {
 	table  uint32

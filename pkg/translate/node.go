@@ -27,6 +27,11 @@ const (
 	defaultNetworkField = "default"
 )
 
+// NodeAnnotations are the ovn-kubernetes annotations ParseNode reads (and
+// whose problems it reports).
+var NodeAnnotations = []string{AnnotNodeSubnets, AnnotGRLRPIfAddr, AnnotGRLRPIfAddrs, AnnotNodeID,
+	AnnotHostCIDRs, AnnotL3GatewayCfg, AnnotTransitIfAddr, AnnotZoneName, AnnotPrimaryIfAddr}
+
 // Gateway modes of ovn-kubernetes (l3-gateway-config "mode").
 const (
 	GatewayModeShared = "shared"

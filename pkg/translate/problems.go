@@ -19,13 +19,16 @@ const (
 	ReasonSharedEndpoint         Reason = "SharedEndpoint"
 	ReasonAgentNotReady          Reason = "AgentNotReady"
 	ReasonNodeAnnotationMissing  Reason = "NodeAnnotationMissing"
-	ReasonGatewayNotFound        Reason = "GatewayNotFound"
-	ReasonNATAddressesNotRouter  Reason = "NATAddressesNotRouter"
-	ReasonInvalidNodeSelector    Reason = "InvalidNodeSelector"
-	ReasonNoEligibleNode         Reason = "NoEligibleNode"
-	ReasonInvalidNetwork         Reason = "InvalidNetwork"
-	ReasonUnassignedTrafficDrop  Reason = "UnassignedTrafficDropped"
-	ReasonTransitAddressMissing  Reason = "TransitAddressMissing"
+	// ReasonNodeAnnotationInvalid: an ovn-kubernetes annotation of a Node
+	// cannot be read (NodeInfo.Problems); what it says is not used.
+	ReasonNodeAnnotationInvalid Reason = "NodeAnnotationInvalid"
+	ReasonGatewayNotFound       Reason = "GatewayNotFound"
+	ReasonNATAddressesNotRouter Reason = "NATAddressesNotRouter"
+	ReasonInvalidNodeSelector   Reason = "InvalidNodeSelector"
+	ReasonNoEligibleNode        Reason = "NoEligibleNode"
+	ReasonInvalidNetwork        Reason = "InvalidNetwork"
+	ReasonUnassignedTrafficDrop Reason = "UnassignedTrafficDropped"
+	ReasonTransitAddressMissing Reason = "TransitAddressMissing"
 	// ReasonEndpointOutsideClusterSubnets: a pod address outside every
 	// --cluster-subnets prefix (a dual-stack cluster's IPv6 network missing
 	// from the flag, typically): never skipped silently.
