@@ -54,7 +54,7 @@ func EndpointSlices(ns, svc string, eps ...string) []*discoveryv1.EndpointSlice 
 		if s == nil {
 			s = &discoveryv1.EndpointSlice{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%s", svc, strings.ToLower(string(at))),
-					Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+					Labels: map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
 				AddressType: at,
 				Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)}},
 			}

@@ -33,6 +33,10 @@ const (
 	// --cluster-subnets prefix (a dual-stack cluster's IPv6 network missing
 	// from the flag, typically): never skipped silently.
 	ReasonEndpointOutsideClusterSubnets Reason = "EndpointOutsideClusterSubnets"
+	// ReasonEndpointsMirrored: the Service's EndpointSlices are mirrored
+	// from an Endpoints object, whose addresses anyone who may edit
+	// Endpoints in the namespace chooses: they are not used.
+	ReasonEndpointsMirrored Reason = "EndpointsMirrored"
 )
 
 // Problem is something about one EgressService (or one node) a user may

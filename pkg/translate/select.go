@@ -278,6 +278,11 @@ func (s *selector) resolve(p *placement) string {
 		return fail(ReasonServiceNotFound, "Service %s not found", p.key)
 	}
 	eps := s.in.EndpointSlices[p.key]
+	if mirrored := MirroredSlices(svc, eps); len(mirrored) > 0 {
+		s.problem(p.key, ReasonEndpointsMirrored,
+			"EndpointSlice %s of Service %s is mirrored from an Endpoints object, whose addresses are not checked to be this namespace's pods: its endpoints are not used (give the Service a selector)",
+			strings.Join(mirrored, ", "), p.key)
+	}
 	if p.es.Spec.SourceIPBy == egressv1.Network {
 		p.host = egressv1.HostAll
 		if !IsLoadBalancer(svc) {

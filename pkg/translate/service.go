@@ -20,16 +20,48 @@ type Endpoint struct {
 	Node string
 }
 
+// MirroringManager is the endpointslice.kubernetes.io/managed-by value of
+// the EndpointSlices kube-controller-manager mirrors from Endpoints objects
+// (of Services without a selector).
+const MirroringManager = "endpointslicemirroring-controller.k8s.io"
+
+// countedSlice tells whether slice s gives svc endpoints: labelled
+// kubernetes.io/service-name=<svc>, in the Service's namespace, and not
+// mirrored from an Endpoints object. Endpoints is what the `edit` role of
+// clusters created before Kubernetes 1.22 lets a namespace's tenants write
+// (CVE-2021-25740): any address, a pod of another namespace included, so a
+// mirrored slice would let a tenant take another namespace's pods into its
+// EgressService. Slices written directly need EndpointSlice write, which no
+// built-in tenant role grants (docs/security.md).
+func countedSlice(svc *corev1.Service, s *discoveryv1.EndpointSlice) bool {
+	return s != nil && svc != nil && s.Namespace == svc.Namespace && s.Labels[discoveryv1.LabelServiceName] == svc.Name &&
+		s.Labels[discoveryv1.LabelManagedBy] != MirroringManager
+}
+
+// MirroredSlices returns the names of svc's EndpointSlices that are
+// mirrored from Endpoints and therefore not counted (sorted).
+func MirroredSlices(svc *corev1.Service, eps []*discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, s := range eps {
+		if s != nil && svc != nil && s.Namespace == svc.Namespace && s.Labels[discoveryv1.LabelServiceName] == svc.Name &&
+			s.Labels[discoveryv1.LabelManagedBy] == MirroringManager {
+			out = append(out, s.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // ServiceEndpoints returns every address of every endpoint of the Service's
 // EndpointSlices that lies in one of the cluster subnets, once, sorted by
 // address. Readiness is not looked at: a terminating pod still egresses and
 // keeps its identity. Addresses outside the cluster subnets (host-networked
-// endpoints) and unparsable ones are ignored. Only slices labelled
-// kubernetes.io/service-name=<svc> in the Service's namespace count.
+// endpoints) and unparsable ones are ignored. Only the slices countedSlice
+// accepts count.
 func ServiceEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, clusterSubnets []netip.Prefix) []Endpoint {
 	var out []Endpoint
 	for _, s := range eps {
-		if s == nil || s.Namespace != svc.Namespace || s.Labels[discoveryv1.LabelServiceName] != svc.Name {
+		if !countedSlice(svc, s) {
 			continue
 		}
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
@@ -73,7 +105,7 @@ func MisplacedEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, c
 	var out []Misplaced
 	seen := map[netip.Addr]bool{}
 	for _, s := range eps {
-		if s == nil || svc == nil || s.Namespace != svc.Namespace || s.Labels[discoveryv1.LabelServiceName] != svc.Name {
+		if !countedSlice(svc, s) {
 			continue
 		}
 		for _, e := range s.Endpoints {
