@@ -48,3 +48,5 @@ render master-pdb.yaml dist/master/pdb.yaml --set mode=central
 render master-pdb.yaml dist/ic/master-pdb.yaml
 render tenant-role.yaml dist/tenant-role.yaml
 render network-allowlist.yaml dist/network-allowlist.yaml --set networkAllowList.enabled=true
+render master-networkpolicy.yaml dist/master/networkpolicy.yaml --set mode=central
+render master-networkpolicy.yaml dist/ic/master-networkpolicy.yaml

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 )
@@ -111,6 +115,8 @@ func TestChartRendersDist(t *testing.T) {
 		{"node-rbac.yaml", "../../dist/node/rbac-egressip.yaml", []string{"--set", "mode=central", "--set", "egressIP.enabled=true"}},
 		{"master-rbac.yaml", "../../dist/master/rbac-egressip.yaml", []string{"--set", "mode=central", "--set", "egressIP.enabled=true"}},
 		{"network-allowlist.yaml", "../../dist/network-allowlist.yaml", []string{"--set", "networkAllowList.enabled=true"}},
+		{"master-networkpolicy.yaml", "../../dist/master/networkpolicy.yaml", central},
+		{"master-networkpolicy.yaml", "../../dist/ic/master-networkpolicy.yaml", nil},
 	} {
 		args := append([]string{"template", "ovn-egress", chart, "--namespace", "ovn-egress", "--show-only", "templates/" + c.tpl}, c.set...)
 		got := body(run(t, args...))
@@ -228,6 +234,7 @@ func TestChartInstalls(t *testing.T) {
 	if _, err := kube.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "ovn-egress-master", metav1.GetOptions{}); err != nil {
 		t.Errorf("the master's PodDisruptionBudget: %v", err)
 	}
+	masterNetworkPolicy(t, dep, nil)
 	if _, err := kube.Client.RbacV1().ClusterRoles().Get(ctx, "ovn-egress-node", metav1.GetOptions{}); err != nil {
 		t.Errorf("node ClusterRole: %v", err)
 	}
@@ -261,11 +268,13 @@ func TestChartInstalls(t *testing.T) {
 		t.Errorf("central master args %v", args)
 	}
 
-	run(t, "upgrade", "ovn-egress", chart, "--namespace", ns, "--set", "mode=central", "--set", "nb.tlsSecret=nb-client", "--set", "nb.address=ssl:ovnkube-db.ovn-kubernetes.svc:6643")
+	run(t, "upgrade", "ovn-egress", chart, "--namespace", ns, "--set", "mode=central", "--set", "nb.tlsSecret=nb-client", "--set", "nb.address=ssl:ovnkube-db.ovn-kubernetes.svc:6643",
+		"--set", "master.networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring")
 	dep, err = kube.Client.AppsV1().Deployments(ns).Get(ctx, "ovn-egress-master", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	masterNetworkPolicy(t, dep, map[string]string{"name": "monitoring"})
 	spec := dep.Spec.Template.Spec
 	if !slices.Contains(spec.Containers[0].Args, "--nb-ca-cert=/etc/ovn-egress/nb-tls/ca.crt") || len(spec.Volumes) != 1 || spec.Volumes[0].Secret.SecretName != "nb-client" {
 		t.Errorf("TLS master: args %v, volumes %+v", spec.Containers[0].Args, spec.Volumes)
@@ -277,6 +286,44 @@ func TestChartInstalls(t *testing.T) {
 	}
 	if _, err := kube.Egress.K8sV1().EgressServices("default").List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("the CRD went with the uninstall: %v", err)
+	}
+}
+
+// masterNetworkPolicy checks the installed NetworkPolicy of the master: it
+// selects the Deployment's pods, limits their ingress and nothing else, and
+// admits connections only to the container's metrics port, from the
+// namespaces labelled from (nil: from anywhere).
+func masterNetworkPolicy(t *testing.T, dep *appsv1.Deployment, from map[string]string) {
+	t.Helper()
+	np, err := kube.Client.NetworkingV1().NetworkPolicies(dep.Namespace).Get(context.Background(), "ovn-egress-master", metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("the master's NetworkPolicy: %v", err)
+		return
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("the NetworkPolicy's selector %v does not select the master's pods %v (%v)", np.Spec.PodSelector, dep.Spec.Template.Labels, err)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("policy types %v; want Ingress only", np.Spec.PolicyTypes)
+	}
+	var metrics int32
+	for _, p := range dep.Spec.Template.Spec.Containers[0].Ports {
+		if p.Name == "metrics" {
+			metrics = p.ContainerPort
+		}
+	}
+	in := np.Spec.Ingress
+	if len(in) != 1 || len(in[0].Ports) != 1 || in[0].Ports[0].Port == nil || in[0].Ports[0].Port.IntValue() != int(metrics) {
+		t.Errorf("ingress %+v; want the metrics port %d only", in, metrics)
+		return
+	}
+	switch {
+	case from == nil && len(in[0].From) != 0:
+		t.Errorf("ingress from %+v; want anywhere", in[0].From)
+	case from != nil && (len(in[0].From) != 1 || in[0].From[0].NamespaceSelector == nil ||
+		!maps.Equal(in[0].From[0].NamespaceSelector.MatchLabels, from)):
+		t.Errorf("ingress from %+v; want namespaces labelled %v", in[0].From, from)
 	}
 }
 
