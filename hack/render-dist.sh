@@ -50,3 +50,4 @@ render tenant-role.yaml dist/tenant-role.yaml
 render network-allowlist.yaml dist/network-allowlist.yaml --set networkAllowList.enabled=true
 render master-networkpolicy.yaml dist/master/networkpolicy.yaml --set mode=central
 render master-networkpolicy.yaml dist/ic/master-networkpolicy.yaml
+render node-pools.yaml dist/node-pools.yaml --set nodePools.enabled=true

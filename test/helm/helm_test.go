@@ -117,6 +117,7 @@ func TestChartRendersDist(t *testing.T) {
 		{"network-allowlist.yaml", "../../dist/network-allowlist.yaml", []string{"--set", "networkAllowList.enabled=true"}},
 		{"master-networkpolicy.yaml", "../../dist/master/networkpolicy.yaml", central},
 		{"master-networkpolicy.yaml", "../../dist/ic/master-networkpolicy.yaml", nil},
+		{"node-pools.yaml", "../../dist/node-pools.yaml", []string{"--set", "nodePools.enabled=true"}},
 	} {
 		args := append([]string{"template", "ovn-egress", chart, "--namespace", "ovn-egress", "--show-only", "templates/" + c.tpl}, c.set...)
 		got := body(run(t, args...))
@@ -194,6 +195,7 @@ func TestChartInstalls(t *testing.T) {
 		{"metrics.nodePort=70000", "nodePort"},
 		{"master.extraArgs={-v}", "extraArgs"},
 		{"networkAllowList.networks.Team_A=100", "networkAllowList"},
+		{"nodePools.pools.team-a=no-label", "nodePools"},
 	} {
 		out, err := runErr(t, "install", "ovn-egress-bad", chart, "--namespace", ns, "--create-namespace", "--set", bad.set)
 		if err == nil || !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, bad.want) {

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 )
 
@@ -23,32 +22,12 @@ import (
 // list later is allowed.
 func TestTenantNetworkAllowList(t *testing.T) {
 	ctx := context.Background()
-	if err := kube.Client.CoreV1().ConfigMaps("ovn-egress").Delete(ctx, "ovn-egress-networks", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
-	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/network-allowlist.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	adm := kube.Client.AdmissionregistrationV1()
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = adm.ValidatingAdmissionPolicyBindings().Delete(ctx, "ovn-egress-egressservice-networks", metav1.DeleteOptions{})
-		_ = adm.ValidatingAdmissionPolicies().Delete(ctx, "ovn-egress-egressservice-networks", metav1.DeleteOptions{})
-		// The API server drops the policy asynchronously: until it has, a
-		// missing ConfigMap would refuse every EgressService of the
-		// package's later tests. Wait until a network no list allows is
-		// accepted, then remove the ConfigMap.
-		probe := kube.Namespace(t)
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			es := testenv.EgressService(probe, "probe", "")
+	installTenantPolicy(t, "../../../dist/network-allowlist.yaml", "ovn-egress-egressservice-networks", "ovn-egress-networks",
+		func(ns string) bool {
+			es := testenv.EgressService(ns, "probe", "")
 			es.Spec.Network = "not-allowed-anywhere"
-			if _, err := kube.Egress.K8sV1().EgressServices(probe).Create(ctx, es, metav1.CreateOptions{}); err == nil {
-				_ = kube.Egress.K8sV1().EgressServices(probe).Delete(ctx, "probe", metav1.DeleteOptions{})
-				break
-			}
-		}
-		_ = kube.Client.CoreV1().ConfigMaps("ovn-egress").Delete(ctx, "ovn-egress-networks", metav1.DeleteOptions{})
-	})
+			return createAccepted(es)
+		})
 	nsA, nsB := kube.Namespace(t), kube.Namespace(t)
 	for _, ns := range []string{nsA, nsB} {
 		t.Cleanup(func() {
@@ -57,36 +36,23 @@ func TestTenantNetworkAllowList(t *testing.T) {
 	}
 	a, b := tenant(t, nsA), tenant(t, nsB)
 	seq := 0
-	create := func(cs versioned.Interface, ns, network string) (string, error) {
+	newES := func(ns, network string) *egressv1.EgressService {
 		seq++
 		es := testenv.EgressService(ns, fmt.Sprintf("es%d", seq), "")
 		es.Spec.Network = network
+		return es
+	}
+	create := func(cs versioned.Interface, ns, network string) (string, error) {
+		es := newES(ns, network)
 		_, err := cs.K8sV1().EgressServices(ns).Create(ctx, es, metav1.CreateOptions{})
 		return es.Name, err
 	}
 	const refusal = "ValidatingAdmissionPolicy 'ovn-egress-egressservice-networks'"
-	// waitFor creates until the outcome is in force (the API server loads
-	// the policy, its binding and its parameters asynchronously): refused
-	// by the policy with want in the message, or (want "") accepted.
 	waitFor := func(cs versioned.Interface, ns, network, want string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			name, err := create(cs, ns, network)
-			switch {
-			case want == "" && err == nil:
-				return
-			case want != "" && err != nil && strings.Contains(err.Error(), refusal) && strings.Contains(err.Error(), want):
-				return
-			}
-			if err == nil {
-				_ = cs.K8sV1().EgressServices(ns).Delete(ctx, name, metav1.DeleteOptions{})
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("network %q in %s: %v; want %s", network, ns, err, map[bool]string{true: "accepted", false: "refused naming " + want}[want == ""])
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		admissionOutcome(t, cs, func() (*egressv1.EgressService, error) {
+			return cs.K8sV1().EgressServices(ns).Create(ctx, newES(ns, network), metav1.CreateOptions{})
+		}, refusal, want)
 	}
 
 	// The chart's empty list: no network, but the default path is never
