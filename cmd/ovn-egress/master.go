@@ -120,6 +120,7 @@ func selectFlags() []cli.Flag {
 		&cli.IntFlag{Name: "health-max-rate", Value: d.HealthMaxRate, Usage: "probes per second at most: with more hosts than --health-interval allows at this rate, each host is probed every hosts/rate seconds instead (0: no cap)", Category: catSelect},
 		&cli.DurationFlag{Name: "health-hold-down", Value: d.HealthHoldDown, Usage: "a node that answers again after being unreachable is a host of last resort for this long (placed on only when no other node can host), so that a flapping node draws no services (0: none)", Category: catSelect},
 		&cli.StringFlag{Name: "health-check-mode", Value: d.HealthCheckMode, Usage: "any: any answer, even a reset, means reachable (as ovn-kubernetes); connect: only an accepted connection (with the node agent's --health-listen)", Category: catSelect},
+		&cli.DurationFlag{Name: "selector-move-damping", Value: d.SelectorMoveDamping, Usage: "after a change of an EgressService's spec.nodeSelector moved its host, a further selector change moves it only once this has passed (HostMoveDamped meanwhile): a flapping selector moves its host at most once per this; failures and node label changes are never damped (0: off)", Category: catSelect},
 		&cli.IntFlag{Name: "max-services-per-node", Value: d.MaxPerNode, Usage: "give one node at most this many EgressServices (each is a label on its Node; a node past it keeps what it hosts); beyond, a service waits with NoEligibleNode (0: no cap)", Category: catSelect},
 	}
 }
@@ -143,6 +144,9 @@ func selectConfig(c *cli.Context) (selection.Config, error) {
 	cfg.HealthCheckMode = c.String("health-check-mode")
 	if cfg.MaxPerNode = c.Int("max-services-per-node"); cfg.MaxPerNode < 0 {
 		return cfg, fmt.Errorf("--max-services-per-node must not be negative")
+	}
+	if cfg.SelectorMoveDamping = c.Duration("selector-move-damping"); cfg.SelectorMoveDamping < 0 {
+		return cfg, fmt.Errorf("--selector-move-damping must not be negative")
 	}
 	return cfg, nil
 }

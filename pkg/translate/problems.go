@@ -33,6 +33,9 @@ const (
 	// --cluster-subnets prefix (a dual-stack cluster's IPv6 network missing
 	// from the flag, typically): never skipped silently.
 	ReasonEndpointOutsideClusterSubnets Reason = "EndpointOutsideClusterSubnets"
+	// ReasonHostMoveDamped: a selector change that would move the host
+	// again soon after the last one is held back (SelectInput.Damped).
+	ReasonHostMoveDamped Reason = "HostMoveDamped"
 	// ReasonEndpointsMirrored: the Service's EndpointSlices are mirrored
 	// from an Endpoints object, whose addresses anyone who may edit
 	// Endpoints in the namespace chooses: they are not used.

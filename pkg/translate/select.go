@@ -81,6 +81,12 @@ type SelectInput struct {
 	// EgressServices with that label, these included: only the earliest
 	// created of two that collide is hosted.
 	LabelClaims map[string][]LabelClaim
+	// Damped are EgressServices whose tenant changed spec.nodeSelector
+	// again soon after a selector change moved them (the controller keeps
+	// the record and the window): their current host stays while the only
+	// reason to leave it is that it no longer matches the selector — never
+	// when it is not Ready, unreachable or without a local endpoint.
+	Damped map[string]bool
 	// MaxPerNode caps the LoadBalancerIP EgressServices a node is given
 	// (0: no cap): each is a label on the Node, and every watcher of Nodes
 	// receives the whole object at each change. A host already past the cap
@@ -104,6 +110,9 @@ type Selection struct {
 	// Cause is Why as a fixed word (a metric label): one of the Cause*
 	// constants, "" when Why is.
 	Cause string
+	// Damped: Host is Current, kept although it no longer matches
+	// spec.nodeSelector (SelectInput.Damped).
+	Damped bool
 }
 
 // Why a host is given up, as a metric label.
@@ -195,7 +204,7 @@ func SelectHosts(in SelectInput) SelectResult {
 			pending = append(pending, p)
 			continue
 		}
-		s.res.Selections[key] = Selection{Host: p.host, Current: cur, Why: p.why, Cause: p.cause}
+		s.res.Selections[key] = Selection{Host: p.host, Current: cur, Why: p.why, Cause: p.cause, Damped: p.damped}
 	}
 	for _, p := range pending {
 		s.place(p)
@@ -217,6 +226,7 @@ type placement struct {
 	host       string // decided host when needsNode is false
 	needsNode  bool
 	keep       bool // the current host stays
+	damped     bool // kept by SelectInput.Damped
 	why        string
 	cause      string
 	sel        labels.Selector
@@ -255,6 +265,9 @@ func (s *selector) evaluate(es *egressv1.EgressService) *placement {
 		p.why, p.cause = fmt.Sprintf("node %s no longer exists", cur), CauseNodeGone
 	case why == "":
 		p.keep, p.host = true, cur
+	case why == whyNoMatch && s.in.Damped[p.key] && s.exclude(cur, labels.Everything(), p.local) == "":
+		p.keep, p.host, p.damped = true, cur, true
+		s.problem(p.key, ReasonHostMoveDamped, "host %s no longer matches spec.nodeSelector but stays for now: the selector changed again soon after it moved the host (--selector-move-damping)", cur)
 	default:
 		p.why, p.cause = fmt.Sprintf("node %s %s", cur, why), causeOf(why)
 		if why == whyUnreachable {

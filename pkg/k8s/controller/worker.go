@@ -114,6 +114,9 @@ func (w *Worker[K]) Add(keys ...K) {
 	w.cfg.Metrics.added(w.cfg.Name, len(keys), w.queue.Len())
 }
 
+// AddAfter marks k dirty once d has passed.
+func (w *Worker[K]) AddAfter(k K, d time.Duration) { w.queue.AddAfter(k, d) }
+
 // Len is the number of dirty keys waiting.
 func (w *Worker[K]) Len() int { return w.queue.Len() }
 

@@ -63,6 +63,12 @@ type Config struct {
 	// MaxPerNode caps the EgressServices (and so the egress-service labels)
 	// one node is given (DefaultMaxPerNode; 0: no cap).
 	MaxPerNode int
+	// SelectorMoveDamping is how long after a selector change moved an
+	// EgressService's host another selector change may not move it (the
+	// host stays, HostMoveDamped, and moves when the time is up): a tenant
+	// flapping its selector moves its host at most once per this (0: off).
+	// Node label changes, failures and Service changes are never damped.
+	SelectorMoveDamping time.Duration
 	// MaxBatch bounds the EgressServices decided together (1000).
 	MaxBatch int
 	// Writers bounds the concurrent status and label writes (16).
@@ -109,6 +115,11 @@ const DefaultHoldDown = 30 * time.Second
 // so the checks take at most about a third of a core.
 const DefaultMaxRate = 5000
 
+// DefaultSelectorMoveDamping is the default SelectorMoveDamping: a
+// flapping selector costs two moves a minute at most, and a tenant
+// correcting a selector it just changed waits half a minute at most.
+const DefaultSelectorMoveDamping = 30 * time.Second
+
 // DefaultMaxPerNode is the default MaxPerNode: a label costs a Node about
 // 190 bytes (the label and the master's managedFields entry), so 1,000 add
 // about 190 KB to an object every Node watcher receives at each change,
@@ -118,7 +129,7 @@ const DefaultMaxPerNode = 1000
 // DefaultConfig returns the command-line defaults.
 func DefaultConfig() Config {
 	return Config{HealthCheckPort: 9, HealthInterval: 200 * time.Millisecond, HealthTimeout: 500 * time.Millisecond, HealthHoldDown: DefaultHoldDown, HealthCheckMode: ModeAny,
-		HealthMaxRate: DefaultMaxRate, UnassignedTraffic: translate.UnassignedAllow, MaxPerNode: DefaultMaxPerNode, MaxBatch: 1000, Writers: 16}
+		HealthMaxRate: DefaultMaxRate, UnassignedTraffic: translate.UnassignedAllow, MaxPerNode: DefaultMaxPerNode, SelectorMoveDamping: DefaultSelectorMoveDamping, MaxBatch: 1000, Writers: 16}
 }
 
 // Validate checks the configuration and fills the defaults of unset fields.
@@ -149,6 +160,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("health-check interval, timeout and max rate must not be negative")
 	case c.MaxPerNode < 0:
 		return fmt.Errorf("the cap of services per node must not be negative")
+	case c.SelectorMoveDamping < 0:
+		return fmt.Errorf("the selector move damping must not be negative")
 	case c.HealthCheckMode != ModeAny && c.HealthCheckMode != ModeConnect:
 		return fmt.Errorf("unknown health-check mode %q (want %s or %s)", c.HealthCheckMode, ModeAny, ModeConnect)
 	case c.UnassignedTraffic != translate.UnassignedAllow && c.UnassignedTraffic != translate.UnassignedDrop:

@@ -78,6 +78,7 @@ type Controller struct {
 	work   *controller.Worker[key]
 	health *health // nil when health checks are off
 	events *events
+	moves  *selectorMoves
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -124,6 +125,7 @@ func New(cfg Config, log *logrus.Entry, kube kubernetes.Interface, egress egress
 		synced: []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced,
 			sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
 		events: newEvents(recorder, cfg.UnassignedTraffic == translate.UnassignedDrop),
+		moves:  newSelectorMoves(cfg.SelectorMoveDamping),
 	}
 	c.work = controller.New(controller.Config[key]{Name: "selection", MaxBatch: cfg.MaxBatch, Metrics: cfg.Work}, c.syncKeys, log)
 	if p := cfg.prober(); p != nil {

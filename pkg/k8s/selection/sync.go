@@ -207,7 +207,13 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 	for _, k := range keys {
 		if !found[k] {
 			c.events.forget(k)
+			c.moves.forget(k)
 		}
+	}
+	damped := c.moves.damped(in.EgressServices)
+	in.Damped = make(map[string]bool, len(damped))
+	for k := range damped {
+		in.Damped[k] = true
 	}
 	// After gather: whatever the listers showed it, the standoff had seen
 	// first (its observer runs in the informer's transform).
@@ -220,12 +226,18 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 		k := translate.EgressServiceKey(es)
 		sel := res.Selections[k]
 		sum.decided++
+		if sel.Damped {
+			c.work.AddAfter(key{name: k}, damped[k]) // decided again when the damping ends
+		}
 		switch {
 		case sel.Changed() && c.held(k):
 			continue // its status.host stays as another writer left it
 		case !sel.Changed():
 			if sel.Host != "" && sel.Host != egressv1.HostAll {
 				sum.adopted++
+				if !sel.Damped {
+					c.moves.kept(es)
+				}
 			}
 			continue
 		case sel.Host == "":
@@ -261,6 +273,9 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 		mu.Unlock()
 		c.events.hostWritten(out, sel)
 		c.cfg.Metrics.hostChanged(sel)
+		if sel.Cause == translate.CauseSelector {
+			c.moves.moved(es)
+		}
 		if sel.Cause == translate.CauseUnreachable && c.cfg.Failovers != nil && c.health != nil && sel.Host != "" {
 			c.cfg.Failovers.Drained(k, sel.Host, c.health.lastAnswered(sel.Current))
 		}
