@@ -36,9 +36,12 @@ func RunAgent(ctx context.Context, cfg Config, kube kubernetes.Interface, egress
 	if err != nil {
 		return err
 	}
-	var nft knftables.Interface
+	var nft, ovnkube knftables.Interface
 	if err := ns.Do(func() (err error) {
-		nft, err = knftables.New(knftables.InetFamily, TableName)
+		if nft, err = knftables.New(knftables.InetFamily, TableName); err != nil {
+			return err
+		}
+		ovnkube, err = knftables.New(knftables.InetFamily, OVNKubeTable)
 		return err
 	}); err != nil {
 		return fmt.Errorf("nftables: %w", err)
@@ -54,7 +57,7 @@ func RunAgent(ctx context.Context, cfg Config, kube kubernetes.Interface, egress
 	}
 	defer stop()
 	d := Deps{Kube: kube, Egress: egress, Namespace: ns, Applier: applier,
-		Resolver: NewTableResolver(nl, cfg.RTTables), Netlink: nl, Recorder: rec, Work: cfg.Work}
+		Resolver: NewTableResolver(nl, cfg.RTTables), Netlink: nl, Recorder: rec, Work: cfg.Work, OVNKube: ovnkube}
 	if cfg.Observe != nil {
 		cfg.Observe.Ready("node", func() error { return errors.New("starting") })
 		d.Metrics = NewMetrics(cfg.Observe.Registry())

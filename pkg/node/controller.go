@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/knftables"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
@@ -51,6 +52,10 @@ type Deps struct {
 	// Work, when set, instruments the worker; Metrics, the agent.
 	Work    *controller.Metrics
 	Metrics *Metrics
+	// OVNKube, when set, reads ovn-kubernetes' nftables table (inet
+	// ovn-kubernetes) in the namespace: while its egress-service chain is
+	// there the agent stands back (standingBack).
+	OVNKube knftables.Interface
 }
 
 // Controller is the node agent: informers → one key → sync (gather →
@@ -88,6 +93,9 @@ type Controller struct {
 	// nodeProblems are the unreadable annotations of this node last
 	// reported (an Event on the Node when they change).
 	nodeProblems string
+	// standoff names ovn-kubernetes' egress-service objects found in the
+	// last sync ("" when none: the agent writes).
+	standoff string
 }
 
 // NewController wires informers and handlers; Run starts them.

@@ -36,16 +36,8 @@ import (
 func TestNodeAgentKubeAPIServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	k := testenv.NewKube(t)
-	for _, f := range []string{"../../dist/namespace.yaml", "../../dist/node/rbac.yaml"} {
-		if err := k.Apply(ctx, f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	topo := testenv.DefaultTopology(1, ipfamily.V4, ipfamily.V6)
-	k.CreateNodes(t, topo)
+	k, topo, ns := agentKube(t, ctx, ipfamily.V4, ipfamily.V6)
 	n := topo.Nodes[0]
-	ns := k.Namespace(t)
 	pod4, pod6 := n.PodIP(ipfamily.V4, 5), n.PodIP(ipfamily.V6, 5)
 	k.CreateLoadBalancer(t, ns, "web", []string{"172.18.0.100", "fc00:f853:ccd:e793::100"},
 		pod4.String()+"@"+n.Name, pod6.String()+"@"+n.Name, "172.18.0.50@"+n.Name)
@@ -55,39 +47,7 @@ func TestNodeAgentKubeAPIServer(t *testing.T) {
 	k.SetHost(t, ns, "nonet", n.Name, func(es *egressv1.EgressService) { es.Spec.Network = "nope" })
 
 	netns := testenv.NewNetNS(t, "oe-kube")
-	sa, err := k.ServiceAccountConfig(ctx, "ovn-egress", "ovn-egress-node")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube, err := kubernetes.NewForConfig(sa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	egress, err := versioned.NewForConfig(sa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := filepath.Join(t.TempDir(), "rt_tables")
-	if err := os.WriteFile(rt, []byte("254 main\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := node.DefaultConfig()
-	cfg.NodeName, cfg.NetNS, cfg.RTTables = n.Name, netns.Name, rt
-	cfg.ClusterSubnets = topo.ClusterSubnets
-	// Long enough that a loaded machine still reads the SNAT between the
-	// withdrawal and the grace's end (the test polls the API and forks nft).
-	cfg.WithdrawGrace = 3 * time.Second
-	cfg.HealthListen = true
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	done := make(chan error, 1)
-	go func() { done <- node.RunAgent(ctx, cfg, kube, egress, nil, logrus.NewEntry(log)) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("RunAgent: %v", err)
-		}
-	})
+	cfg := startKubeAgent(t, ctx, k, topo, n, netns)
 
 	cmName, _ := translate.ReportConfigMapName(n.Name)
 	report := func() translate.Report {
@@ -168,7 +128,7 @@ func TestNodeAgentKubeAPIServer(t *testing.T) {
 	// accepts once the address exists in the namespace.
 	mgmt := n.MgmtIPs()[0]
 	netns.Addr(t, "lo", mgmt.String()+"/32")
-	err = netnsDial(netns, netip.AddrPortFrom(mgmt, uint16(cfg.HealthCheckPort)))
+	err := netnsDial(netns, netip.AddrPortFrom(mgmt, uint16(cfg.HealthCheckPort)))
 	if err != nil {
 		t.Errorf("health listener on %s: %v", mgmt, err)
 	}
@@ -189,6 +149,64 @@ func TestNodeAgentKubeAPIServer(t *testing.T) {
 	if r := netns.MustRun(t, "ip", "-6", "rule", "show"); strings.Contains(r, pod6.String()) {
 		t.Errorf("rule left after removal:\n%s", r)
 	}
+}
+
+// agentKube is a test API server with the agents' namespace and RBAC from
+// dist/, one node of the families, and a namespace for the test's objects.
+func agentKube(t *testing.T, ctx context.Context, fams ...ipfamily.Family) (*testenv.Kube, testenv.Topology, string) {
+	t.Helper()
+	k := testenv.NewKube(t)
+	for _, f := range []string{"../../dist/namespace.yaml", "../../dist/node/rbac.yaml"} {
+		if err := k.Apply(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topo := testenv.DefaultTopology(1, fams...)
+	k.CreateNodes(t, topo)
+	return k, topo, k.Namespace(t)
+}
+
+// startKubeAgent runs `ovn-egress node` for n in netns as deployed: with
+// the dist ServiceAccount's token against the test API server, an empty
+// rt_tables, the health listener on; it stops at the test's end (an error
+// of RunAgent fails the test).
+func startKubeAgent(t *testing.T, ctx context.Context, k *testenv.Kube, topo testenv.Topology, n testenv.TopologyNode, netns *testenv.NetNS) node.Config {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	sa, err := k.ServiceAccountConfig(ctx, "ovn-egress", "ovn-egress-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := kubernetes.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	egress, err := versioned.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := filepath.Join(t.TempDir(), "rt_tables")
+	if err := os.WriteFile(rt, []byte("254 main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.DefaultConfig()
+	cfg.NodeName, cfg.NetNS, cfg.RTTables = n.Name, netns.Name, rt
+	cfg.ClusterSubnets = topo.ClusterSubnets
+	// Long enough that a loaded machine still reads the SNAT between the
+	// withdrawal and the grace's end (the test polls the API and forks nft).
+	cfg.WithdrawGrace = 3 * time.Second
+	cfg.HealthListen = true
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	done := make(chan error, 1)
+	go func() { done <- node.RunAgent(ctx, cfg, kube, egress, nil, logrus.NewEntry(log)) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunAgent: %v", err)
+		}
+	})
+	return cfg
 }
 
 func wait(t *testing.T, what string, cond func() bool) {

@@ -30,9 +30,14 @@ import (
 //     those endpoints out of the reroute;
 //  4. delete what nobody wants any more and publish again.
 //
-// A failure in 1 or 2 returns before anything is deleted.
+// A failure in 1 or 2 returns before anything is deleted. Nothing at all is
+// written while ovn-kubernetes' own egress-service chain is here
+// (standingBack).
 func (c *Controller) sync(ctx context.Context) error {
 	start := time.Now()
+	if back, err := c.standingBack(ctx); back || err != nil {
+		return err
+	}
 	in, err := c.gather()
 	if err != nil {
 		return err
