@@ -27,7 +27,7 @@ OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egre
 SCALE_SERVICES ?= 2000
 OVN25_SCALE_SERVICES ?= 2000
 
-.PHONY: all build image deps fuzz test test-scale test-ovn25 ovn25 unit testbin generate verify lint demo e2e chaos false-failover bench clean help
+.PHONY: all build image deps fuzz test test-scale test-ovn25 ovn25 unit testbin generate verify vulncheck lint demo e2e chaos false-failover bench clean help
 
 all: build
 
@@ -93,7 +93,10 @@ unit: ## fast tests of the pure packages only
 generate: ## regenerate pkg/nbdb, pkg/sbdb, the API deepcopy/clients, the CRD and dist/ from the Helm chart
 	./hack/update-codegen.sh
 
-verify: ## fail when generated code is stale, code is not gofmt'ed, or go vet complains
+vulncheck: ## the known vulnerabilities (Go vulnerability database, pinned: VULNDB_VERSION in hack/vulncheck.sh) the code calls; part of make verify
+	./hack/vulncheck.sh
+
+verify: ## fail when generated code is stale, code is not gofmt'ed, go vet complains, or the code calls a known vulnerability of a required module (make vulncheck)
 	./hack/verify.sh
 
 lint: ## staticcheck (pinned in hack/tools) on the hand-written packages

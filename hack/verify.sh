@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fails when generated code is out of date, Go code is not gofmt'ed, or go vet
-# complains. Generation runs in a scratch copy of the tree, so the working
+# Fails when generated code is out of date, Go code is not gofmt'ed, go vet
+# complains, or the code calls a known vulnerability of a required module. Generation runs in a scratch copy of the tree, so the working
 # tree is never modified.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +29,10 @@ command -v shellcheck >/dev/null || { echo "verify: shellcheck missing (hack/ins
 if ! "$TOOLS/actionlint" .github/workflows/*.yml; then fail=1; fi
 mapfile -t scripts < <(git ls-files '*.sh' .ci/run 2>/dev/null)
 if ! shellcheck -x -S warning "${scripts[@]}"; then fail=1; fi
+
+# Known vulnerabilities the code calls (offline database: hack/vulncheck.sh).
+(cd hack/vulncheck && go vet ./... && go test -count=1 ./...)
+if ! "$ROOT/hack/vulncheck.sh"; then fail=1; fi
 
 SCRATCH=$(mktemp -d)
 trap 'rm -rf "$SCRATCH"' EXIT
