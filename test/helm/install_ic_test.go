@@ -89,11 +89,24 @@ func TestHelmInstallInterconnect(t *testing.T) {
 		NetNS: "/run/netns/" + mpod.Name, ServiceAccount: ident, APIServer: api,
 		Downward: map[string]string{"metadata.name": "ovn-egress-master-0", "metadata.namespace": ns}})
 	agents := map[string]*testenv.Process{}
-	for _, n := range topo.Nodes {
+	for i, n := range topo.Nodes {
 		host := testenv.NewNetNS(t, "oe-helm-"+n.Name)
 		kube.ForwardInto(t, host)
 		hostIP := n.HostIPs[0].Addr()
 		host.Addr(t, "lo", netip.PrefixFrom(hostIP, hostIP.BitLen()).String()) // the node's IP, which the agent's listener binds
+		// The master probes each node's management IP (ovn-k8s-mp0's, where
+		// the agent's health listener binds): a link from the master's pod
+		// to it, as the pod network gives a real master. Without it every
+		// probe failed ("network is unreachable") and the master drained
+		// each host shortly after choosing it.
+		mgmt := n.MgmtIPs()[0].String()
+		podSide := fmt.Sprintf("169.254.77.%d", i+1)
+		testenv.Veth(t, mpod, "to-"+n.Name, host, "ovn-k8s-mp0")
+		host.Addr(t, "ovn-k8s-mp0", mgmt+"/32")
+		host.Sysctl(t, "net/ipv4/conf/ovn-k8s-mp0/forwarding", "1") // as ovnkube-node sets it
+		mpod.Addr(t, "to-"+n.Name, podSide+"/32")
+		host.MustRun(t, "ip", "route", "add", podSide+"/32", "dev", "ovn-k8s-mp0")
+		mpod.MustRun(t, "ip", "route", "add", mgmt+"/32", "dev", "to-"+n.Name)
 		name := "ovn-egress-node-" + n.Name
 		ident, err := kube.PodIdentity(ctx, dir, ns, "ovn-egress-node", name, n.Name)
 		if err != nil {
@@ -148,6 +161,9 @@ func TestHelmInstallInterconnect(t *testing.T) {
 		}
 		return b.String()
 	})
+	if log := master.Output(); strings.Contains(log, "host unreachable") {
+		t.Errorf("the master's health checks failed:\n%s", master.Log(30))
+	}
 	for n, a := range agents {
 		if log := a.Output(); !strings.Contains(log, "cluster-subnets=\"10.244.0.0/16 (ConfigMap ovn-kubernetes/ovn-config)\"") ||
 			!strings.Contains(log, "service-cidrs=\"10.96.0.0/16 (ConfigMap ovn-kubernetes/ovn-config)\"") {

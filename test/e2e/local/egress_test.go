@@ -107,7 +107,11 @@ func TestSelectorMovesHost(t *testing.T) {
 }
 
 func testSelectorMovesHost(t *testing.T, backend string) {
-	c := newCluster(t, options{backend: backend})
+	// Three selector changes in a row: the master damps a selector move
+	// that follows another within --selector-move-damping (30 s by
+	// default; its own test is TestSelectorMovesDamped), so the last one
+	// takes effect after 2 s here.
+	c := newCluster(t, options{backend: backend, masterArgs: []string{"--selector-move-damping=2s"}})
 	p1, p3 := c.addPod("p1", "node1", 5), c.addPod("p3", "node3", 5)
 	lb := c.service("web", 0, p1, p3)
 	c.label("node2", "egress", "a")
