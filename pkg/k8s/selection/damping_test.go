@@ -27,17 +27,19 @@ func TestSelectorMovesDamped(t *testing.T) {
 	e.create("web", []string{"172.18.0.100"}, []string{"10.244.1.5@node1"}, onNode("node1"))
 	e.waitHost("web", "node1")
 
+	// The first move is recorded after this change was written, so no
+	// damped move can come sooner than damping after it.
+	changed := time.Now()
 	e.updateSpec("web", onNode("node2"))
 	e.waitHost("web", "node2")
-	moved := time.Now()
 	e.updateSpec("web", onNode("node3"))
 	e.waitEvent("web", translate.ReasonHostMoveDamped, "host node2 no longer matches spec.nodeSelector but stays")
-	if h := e.host("web"); h != "node2" && time.Since(moved) < damping {
+	if h := e.host("web"); h != "node2" && time.Since(changed) < damping {
 		t.Errorf("within the damping the host is %s; want node2 kept", h)
 	}
 	e.waitHost("web", "node3")
-	if d := time.Since(moved); d < damping {
-		t.Errorf("the damped move came %v after the first; want no sooner than %v", d, damping)
+	if d := time.Since(changed); d < damping {
+		t.Errorf("the damped move came %v after the first selector change; want no sooner than %v", d, damping)
 	}
 
 	// A selector change the host still matches, right after the move: no
