@@ -16,7 +16,7 @@ DEMO_ARGS ?=
 
 # The packages whose tests run OVN (NB/SB/northd, RAFT, the dataplane):
 # test-ovn25 runs them on OVN 25.03.
-OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/ ./test/scale/ ./test/helm/
+OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/nbsync/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/ ./test/scale/ ./test/helm/
 # test/scale's 10,000 Services cost the API server 4 to 10 minutes to create
 # on 2 cores (its ClusterIP allocator counts every IPAddress at each
 # allocation: quadratic, docs/performance.md), and more than the package's
@@ -27,7 +27,7 @@ OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/master/ ./cmd/ovn-egre
 SCALE_SERVICES ?= 2000
 OVN25_SCALE_SERVICES ?= 2000
 
-.PHONY: all build image deps fuzz test test-scale test-ovn25 ovn25 unit testbin generate verify vulncheck lint demo e2e chaos false-failover bench clean help
+.PHONY: all build image deps fuzz test test-scale test-ovn25 ovn25 unit testbin generate verify vulncheck lint demo e2e chaos false-failover oracle bench clean help
 
 all: build
 
@@ -69,6 +69,10 @@ chaos: deps testbin build ## a seeded soak: faults while the cluster changes, ch
 
 false-failover: deps testbin build ## the health checks at their defaults under CPU starvation drain no live host (STARVE_ARGS=-starve.duration=10m -starve.hogs=4); docs/reliability.md
 	go test -tags chaos -count=1 -timeout 40m -run '^TestNoFalseFailover$$' -v ./test/e2e/local/ -args $(STARVE_ARGS)
+
+ORACLE_TIME ?= 5m
+oracle: deps ## the translation controller checked against the whole translation, random seeds for ORACLE_TIME (OVN_EGRESS_ORACLE_SEED=N replays one; make test runs four)
+	OVN_EGRESS_ORACLE=$(ORACLE_TIME) go test -count=1 -timeout 3h -v -run '^TestTranslationOracle$$' ./pkg/k8s/nbsync/
 
 FUZZTIME ?= 10s
 FUZZ_PKGS ?= ./pkg/translate/

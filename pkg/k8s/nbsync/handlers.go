@@ -194,15 +194,18 @@ func (c *Controller) endpointNodes(svcKey string) []string {
 func (c *Controller) egressServiceKeys(ks keySet, o any) {
 	if es, ok := controller.As[*egressv1.EgressService](o); ok {
 		ks.add(c.hostKeys(es)...)
-		c.sharingKeys(ks, translate.EgressServiceKey(es))
+		key := translate.EgressServiceKey(es)
+		slices, _ := c.slicesOf(key)
+		c.sharingKeys(ks, key, slices)
 	}
 }
 
-// sharingKeys adds the hosts of EgressServices that share an endpoint
-// address with svcKey's: which of them reroutes a shared address depends on
-// both.
-func (c *Controller) sharingKeys(ks keySet, svcKey string) {
-	slices, _ := c.slicesOf(svcKey)
+// sharingKeys adds the hosts of the EgressServices other than svcKey's
+// whose slices hold an address of these slices (svcKey's, now or as they
+// were): which of them reroutes a shared address depends on all of them —
+// also when the address has just left one of them, and another alone
+// holds it now.
+func (c *Controller) sharingKeys(ks keySet, svcKey string, slices []*discoveryv1.EndpointSlice) {
 	for _, s := range slices {
 		for _, e := range s.Endpoints {
 			for _, a := range e.Addresses {
@@ -233,7 +236,9 @@ func (c *Controller) serviceKeys(ks keySet, o any) {
 		return // no EgressService for this Service
 	}
 	ks.add(c.hostKeys(es)...)
-	c.sharingKeys(ks, s.Namespace+"/"+s.Name)
+	key := s.Namespace + "/" + s.Name
+	slices, _ := c.slicesOf(key)
+	c.sharingKeys(ks, key, slices)
 }
 
 func (c *Controller) sliceKeys(ks keySet, o any) {
@@ -256,15 +261,9 @@ func (c *Controller) sliceKeys(ks keySet, o any) {
 			}
 		}
 	}
-	for _, e := range s.Endpoints {
-		for _, a := range e.Addresses {
-			objs, _ := c.sliceIndex.ByIndex(controller.IndexByAddress, a)
-			if len(objs) > 1 {
-				c.sharingKeys(ks, s.Namespace+"/"+name)
-				return
-			}
-		}
-	}
+	// The slice as given (the old one of an update too): an address it
+	// held and no longer holds may now be another service's alone.
+	c.sharingKeys(ks, s.Namespace+"/"+name, []*discoveryv1.EndpointSlice{s})
 }
 
 func (c *Controller) nodeKeys(ks keySet, o any) {
