@@ -157,6 +157,14 @@ func reportNamespaceFlag(cat string) cli.Flag {
 	return &cli.StringFlag{Name: "report-namespace", Value: master.DefaultReportNamespace, Usage: "namespace of the node agents' readiness-report ConfigMaps (the agents' namespace)", Category: cat, EnvVars: []string{"POD_NAMESPACE"}}
 }
 
+// DefaultInstance names an install of the plain manifests (dist/): the
+// chart's is its release's "namespace/name".
+const DefaultInstance = "ovn-egress/ovn-egress"
+
+func instanceFlag(cat string) cli.Flag {
+	return &cli.StringFlag{Name: "instance", Value: DefaultInstance, Usage: "this install's name (\"namespace/release\"): it claims each NB it writes (NB_Global external_ids:" + ovn.InstanceKey + ") and writes nothing into an NB another install claimed (docs/operations.md#uninstalling)", Category: cat}
+}
+
 func masterCommand() *cli.Command {
 	flags := append(kubeFlags(), nbFlags()...)
 	flags = append(flags, translateFlags()...)
@@ -165,6 +173,7 @@ func masterCommand() *cli.Command {
 		&cli.StringFlag{Name: "mode", Value: master.ModeCentral, Usage: "central (one NB: select hosts and translate), ic (interconnect, one NB per zone: select hosts only; node agents run with --zone) or auto (detect from the nodes' annotations)", Category: catXlate},
 		&cli.DurationFlag{Name: "nat-batch-window", Usage: "with --snat-backend=ovn: gather changes this long before each NB transaction (default: 1s on an NB without NAT.match, OVN < 24.09, where every NAT change costs ovn-northd a full recompute; none where NAT.match exists)", Category: catXlate},
 		reportNamespaceFlag(catXlate),
+		instanceFlag(catXlate),
 		&cli.StringFlag{Name: "controllers", Usage: "controllers to run, comma-separated: selection (hosts, status.host, node labels, health probes), translation (NB rows; central mode only) and egressip (EgressIP status.items and, beside translation, its NB rows; in interconnect the agents write them, --egressip; opt-in: it watches every pod) (default: selection and translation, as the mode has them)", Category: catXlate},
 		&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "re-converge every key this often (0: never)", Category: catXlate},
 		&cli.DurationFlag{Name: "status-hold", Value: coexist.DefaultHold, Usage: "a status.host written by a field manager not ovn-egress's (nor kubectl's) holds that EgressService this long: its host and node label are left as written (ovn-egress migrate --status --apply ends it)", Category: catSelect},
@@ -243,6 +252,7 @@ func masterConfig(c *cli.Context, resolve func(*translate.Config) error) (master
 	}
 	cfg.Sync.ResyncInterval = c.Duration("resync-interval")
 	cfg.StatusHold, cfg.ConflictClearAfter = c.Duration("status-hold"), c.Duration("conflict-clear-after")
+	cfg.Instance = c.String("instance")
 	if cfg.Select, err = selectConfig(c); err != nil {
 		return cfg, err
 	}

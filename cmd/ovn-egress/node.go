@@ -39,6 +39,7 @@ func nodeCommand() *cli.Command {
 	flags = append(flags, kubeFlags()...)
 	flags = append(flags,
 		&cli.StringFlag{Name: "zone", Usage: "interconnect: also translate the EgressServices into this zone's own NB (--nb-address, the node's local NB); the node's zone is its k8s.ovn.org/zone-name, else its name", Category: catOVN},
+		instanceFlag(catOVN),
 		&cli.DurationFlag{Name: "conflict-clear-after", Value: coexist.DefaultClearAfter, Usage: "with --zone: resume only after a conflict with ovn-kubernetes' own features has been gone this long from the zone's NB (its rows blink while it moves a host)", Category: catOVN},
 		&cli.BoolFlag{Name: "egressip", Usage: "EgressIP (the master's egressip controller assigns the IPs): announce the IPv6 egress IPs this node holds (unsolicited neighbour advertisements) and, with --zone, write the zone's EgressIP rows (reroutes of its selected pods, SNATs of its egress nodes); needs the EgressIP CRD and read access to egressips (with --zone also pods and namespaces): the chart's egressIP.enabled", Category: catOVN})
 	flags = append(flags, nbFlags()...)
@@ -121,7 +122,7 @@ func nodeCommand() *cli.Command {
 // the translation's configuration, its networks resolved.
 func zoneConfig(c *cli.Context, tc translate.Config) (zone.Config, error) {
 	cfg := zone.Config{Node: c.String("node-name"), ReportNamespace: c.String("report-namespace"), EgressIP: c.Bool("egressip"),
-		ConflictClearAfter: c.Duration("conflict-clear-after")}
+		ConflictClearAfter: c.Duration("conflict-clear-after"), Instance: c.String("instance")}
 	var err error
 	if cfg.NB, err = nbConfig(c); err != nil {
 		return cfg, err

@@ -15,6 +15,9 @@
 //     feature writes them too and leaves them behind). ovn-egress's
 //     EgressIP assignment and rows stand back;
 //   - a central master pointed at an interconnect zone's NB;
+//   - another install of ovn-egress that claimed the NB first (its instance
+//     in NB_Global's external_ids): its rows are indistinguishable from
+//     this install's, and each would delete the other's;
 //   - status.host of one EgressService written by a field manager that is
 //     not ovn-egress's (nor an operator's kubectl): real ovnkube's manager is
 //     its host's name, so no name can recognise it. That service alone is
@@ -29,6 +32,8 @@ package coexist
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 )
 
 // Remedy is what an operator does about ovn-kubernetes' own feature.
@@ -62,6 +67,10 @@ type Conflict struct {
 	// EgressIPZones are the zones whose agents report such rows.
 	EgressIPZones []string
 
+	// ForeignInstance is the other ovn-egress install that claimed this NB
+	// (ovn.InstanceKey): this one writes nothing into it.
+	ForeignInstance string
+
 	// Waiting: the zones' verdicts are not read yet (the report informer has
 	// not synced): an interconnect master writes nothing until it knows.
 	Waiting bool
@@ -74,14 +83,14 @@ type Conflict struct {
 
 // Active reports whether the EgressService controllers must write nothing.
 func (c Conflict) Active() bool {
-	return c.EgressSVCPolicies > 0 || c.ServedPods > 0 || c.InterconnectNB || len(c.Zones) > 0 || c.Waiting
+	return c.EgressSVCPolicies > 0 || c.ServedPods > 0 || c.InterconnectNB || len(c.Zones) > 0 || c.ForeignInstance != "" || c.Waiting
 }
 
 // EgressIPActive reports whether the EgressIP controllers must write
 // nothing: ovn-kubernetes' own EgressIP serves pods, or the NB is a zone's
 // under a central master.
 func (c Conflict) EgressIPActive() bool {
-	return c.EgressIPRows > 0 || len(c.EgressIPZones) > 0 || c.InterconnectNB || c.Waiting
+	return c.EgressIPRows > 0 || len(c.EgressIPZones) > 0 || c.InterconnectNB || c.ForeignInstance != "" || c.Waiting
 }
 
 // String says what stops the EgressService controllers and what to do.
@@ -97,7 +106,8 @@ func (c Conflict) String() string {
 		found = append(found, fmt.Sprintf("%d addresses in its egresssvc-served-pods address sets", c.ServedPods))
 	}
 	if n := len(c.Zones); n > 0 {
-		found = append(found, fmt.Sprintf("ovn-kubernetes' egress-service rows in the NB of %d zone(s) (%s)", n, short(c.Zones)))
+		found = append(found, fmt.Sprintf("ovn-kubernetes' egress-service rows (or another ovn-egress install's claim) in the NB of %d zone(s) (%s): "+
+			"their node agents' reports say which", n, short(c.Zones)))
 	}
 	if c.EgressSVCPolicies > 0 || c.ServedPods > 0 || len(c.Zones) > 0 {
 		do = append(do, "ovn-kubernetes' own egress-service feature is active, or its rows are left behind: "+Remedy)
@@ -106,6 +116,7 @@ func (c Conflict) String() string {
 		found = append(found, "a transit switch in the NB (an interconnect zone's NB)")
 		do = append(do, "this NB belongs to one interconnect zone: run the master with --mode=ic (or auto) and each node agent with --zone")
 	}
+	found, do = c.foreignInstance(found, do)
 	if len(found) == 0 && c.Waiting {
 		return waiting
 	}
@@ -122,7 +133,8 @@ func (c Conflict) EgressIPString() string {
 		found = append(found, fmt.Sprintf("%d rows of ovn-kubernetes' own EgressIP that serve pods (its reroutes, SNATs or egressip-served-pods addresses)", c.EgressIPRows))
 	}
 	if n := len(c.EgressIPZones); n > 0 {
-		found = append(found, fmt.Sprintf("ovn-kubernetes' EgressIP rows in the NB of %d zone(s) (%s)", n, short(c.EgressIPZones)))
+		found = append(found, fmt.Sprintf("ovn-kubernetes' EgressIP rows (or another ovn-egress install's claim) in the NB of %d zone(s) (%s): "+
+			"their node agents' reports say which", n, short(c.EgressIPZones)))
 	}
 	if c.EgressIPRows > 0 || len(c.EgressIPZones) > 0 {
 		do = append(do, "ovn-kubernetes' own EgressIP feature is active: "+EgressIPRemedy)
@@ -131,6 +143,7 @@ func (c Conflict) EgressIPString() string {
 		found = append(found, "a transit switch in the NB (an interconnect zone's NB)")
 		do = append(do, "run the master with --mode=ic (or auto) and each node agent with --zone")
 	}
+	found, do = c.foreignInstance(found, do)
 	if len(found) == 0 && c.Waiting {
 		return waiting
 	}
@@ -154,3 +167,13 @@ const Reason = "OVNKubernetesConflict"
 // ReasonHeld is the Event reason on an EgressService whose status.host a
 // foreign field manager wrote.
 const ReasonHeld = "StatusWrittenByOther"
+
+// foreignInstance adds the other install's claim and its way out.
+func (c Conflict) foreignInstance(found, do []string) ([]string, []string) {
+	if c.ForeignInstance == "" {
+		return found, do
+	}
+	return append(found, fmt.Sprintf("this NB claimed by another ovn-egress install, %q (NB_Global external_ids:%s)", c.ForeignInstance, ovn.InstanceKey)),
+		append(do, fmt.Sprintf("run one install per NB; once %q is uninstalled, release its claim: "+
+			"ovn-nbctl remove NB_Global . external_ids %s (docs/operations.md#uninstalling)", c.ForeignInstance, ovn.InstanceKey))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +54,11 @@ type Config struct {
 	// ClearAfter is how long a conflict must stay gone before it is
 	// reported gone (DefaultClearAfter when 0).
 	ClearAfter time.Duration
+	// Instance names this install ("namespace/release"): the NB is claimed
+	// for it (ovn.ClaimInstance) before anything is written, and another
+	// install's claim stands everything back. Empty: no claim (offline
+	// tools, and callers that run no writer).
+	Instance string
 }
 
 func (c Config) hold() time.Duration {
@@ -89,6 +95,7 @@ type Detector struct {
 	// reportsSynced reports whether the report informer has synced.
 	reportsSynced cache.InformerSynced
 	cur           Conflict
+	retryClaim    bool // the last claim failed: evaluate again soon
 	// esSeen, eipSeen: when each part of the conflict was last found; a
 	// part is reported gone only ClearAfter later.
 	esSeen, eipSeen time.Time
@@ -335,6 +342,9 @@ func (d *Detector) found(ctx context.Context, reports corelisters.ConfigMapListe
 				d.log.WithError(err).Warn("cannot read ovn-kubernetes' EgressIP rows")
 			}
 		}
+		if d.cfg.Instance != "" {
+			c.ForeignInstance = d.claim(ctx)
+		}
 	}
 	if reports != nil {
 		cms, err := reports.List(labels.Everything())
@@ -344,6 +354,25 @@ func (d *Detector) found(ctx context.Context, reports corelisters.ConfigMapListe
 		c.Zones, c.EgressIPZones = zoneVerdicts(cms)
 	}
 	return c
+}
+
+// claim claims the NB for this install and returns the other install that
+// holds it ("" when this one does). A claim that fails (the NB down, a
+// lost race to create NB_Global) is tried again soon: until then nothing
+// is written, as under a foreign claim.
+func (d *Detector) claim(ctx context.Context) string {
+	owner, err := ovn.ClaimInstance(ctx, d.nb, d.cfg.Instance)
+	if err != nil {
+		d.log.WithError(err).Warn("cannot claim the NB; writing nothing until it is claimed")
+		d.mu.Lock()
+		d.retryClaim = true
+		d.mu.Unlock()
+		return "(not claimed yet: " + err.Error() + ")"
+	}
+	if owner == d.cfg.Instance {
+		return ""
+	}
+	return owner
 }
 
 // evaluateLocked computes the conflict; evalMu is held.
@@ -377,7 +406,7 @@ func (d *Detector) evaluateLocked(ctx context.Context) {
 		d.esSeen = now
 	case prev.Active() && now.Sub(d.esSeen) < d.cfg.clearAfter():
 		c.EgressSVCPolicies, c.ServedPods, c.InterconnectNB = prev.EgressSVCPolicies, prev.ServedPods, prev.InterconnectNB
-		c.Zones, c.Services = prev.Zones, prev.Services
+		c.Zones, c.Services, c.ForeignInstance = prev.Zones, prev.Services, prev.ForeignInstance
 		later(d.esSeen.Add(d.cfg.clearAfter()))
 	}
 	switch {
@@ -390,6 +419,10 @@ func (d *Detector) evaluateLocked(ctx context.Context) {
 	if waiting {
 		c.Waiting = true
 		later(now.Add(100 * time.Millisecond))
+	}
+	if d.retryClaim {
+		d.retryClaim = false
+		later(now.Add(time.Second))
 	}
 	if d.timer != nil {
 		d.timer.Stop()
@@ -476,9 +509,17 @@ func get(lister egresslisters.EgressServiceLister, key string) *egressv1.EgressS
 }
 
 func same(a, b Conflict) bool {
-	return a.EgressSVCPolicies == b.EgressSVCPolicies && a.ServedPods == b.ServedPods && a.InterconnectNB == b.InterconnectNB && a.Waiting == b.Waiting &&
-		slices.Equal(a.Zones, b.Zones) && slices.Equal(a.Services, b.Services) &&
-		a.EgressIPRows == b.EgressIPRows && slices.Equal(a.EgressIPZones, b.EgressIPZones) && slices.Equal(a.Held, b.Held)
+	// Structural, so that no field is forgotten (one was: another install's
+	// claim ended and nothing resumed); empty and nil lists alike.
+	norm := func(c Conflict) Conflict {
+		for _, l := range []*[]string{&c.Zones, &c.Services, &c.EgressIPZones, &c.Held} {
+			if len(*l) == 0 {
+				*l = nil
+			}
+		}
+		return c
+	}
+	return reflect.DeepEqual(norm(a), norm(b))
 }
 
 // nbHandler kicks on changes of the rows a conflict is made of.
@@ -501,11 +542,28 @@ func (d *Detector) nbHandler() libcache.EventHandler {
 			if r.Type == "remote" && d.cfg.Central {
 				d.Kick()
 			}
+		case *nbdb.NBGlobal:
+			if d.cfg.Instance != "" {
+				d.Kick() // created or deleted (its updates: below)
+			}
 		}
 	}
 	return &libcache.EventHandlerFuncs{
-		AddFunc:    func(_ string, m model.Model) { on(m) },
-		UpdateFunc: func(_ string, old, cur model.Model) { on(old); on(cur) },
+		AddFunc: func(_ string, m model.Model) { on(m) },
+		UpdateFunc: func(_ string, old, cur model.Model) {
+			o, ok1 := old.(*nbdb.NBGlobal)
+			n, ok2 := cur.(*nbdb.NBGlobal)
+			if ok1 && ok2 {
+				// NB_Global changes with every northd round (nb_cfg,
+				// hv_cfg): only the claim matters here.
+				if d.cfg.Instance != "" && o.ExternalIDs[ovn.InstanceKey] != n.ExternalIDs[ovn.InstanceKey] {
+					d.Kick()
+				}
+				return
+			}
+			on(old)
+			on(cur)
+		},
 		DeleteFunc: func(_ string, m model.Model) { on(m) },
 	}
 }

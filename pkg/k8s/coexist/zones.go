@@ -25,10 +25,10 @@ type ZoneVerdict struct {
 // VerdictOf is what a zone publishes of its conflict.
 func VerdictOf(c Conflict) ZoneVerdict {
 	var v ZoneVerdict
-	if c.EgressSVCPolicies > 0 || c.ServedPods > 0 {
+	if c.EgressSVCPolicies > 0 || c.ServedPods > 0 || c.ForeignInstance != "" {
 		v.EgressService = c.String()
 	}
-	if c.EgressIPRows > 0 {
+	if c.EgressIPRows > 0 || c.ForeignInstance != "" {
 		v.EgressIP = c.EgressIPString()
 	}
 	return v

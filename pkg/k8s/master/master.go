@@ -75,6 +75,10 @@ type Config struct {
 	// ConflictClearAfter is how long a conflict with ovn-kubernetes must stay
 	// gone before the master resumes (coexist.DefaultClearAfter when 0).
 	ConflictClearAfter time.Duration
+	// Instance names this install: a central master claims its NB for it
+	// and stands back from an NB another install claimed (coexist.Config).
+	// Empty: no claim.
+	Instance string
 }
 
 // DefaultReportNamespace is where the manifests run the node agents.
@@ -271,7 +275,7 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 		}
 	}
 	det := coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, Central: cfg.Mode == ModeCentral,
-		EgressIP: cfg.runs(ControllerEgressIP), HoldWriters: cfg.runs(ControllerSelection), Hold: cfg.StatusHold, ClearAfter: cfg.ConflictClearAfter},
+		EgressIP: cfg.runs(ControllerEgressIP), HoldWriters: cfg.runs(ControllerSelection), Hold: cfg.StatusHold, ClearAfter: cfg.ConflictClearAfter, Instance: cfg.Instance},
 		cl.NB, log.WithField("controller", "coexist"), recorder)
 	cfg.Sync.Standoff, cfg.Select.Standoff = det, det
 	if cfg.runs(ControllerTranslation) && cfg.runs(ControllerSelection) {

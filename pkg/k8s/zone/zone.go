@@ -46,6 +46,10 @@ type Config struct {
 	// ConflictClearAfter is how long a conflict with ovn-kubernetes must stay
 	// gone before the zone resumes (coexist.DefaultClearAfter when 0).
 	ConflictClearAfter time.Duration
+	// Instance names this install: the zone's NB is claimed for it, and
+	// another install's claim stands the zone back (coexist.Config).
+	// Empty: no claim.
+	Instance string
 }
 
 // Clients are the API clients a zone's translation reads through.
@@ -134,7 +138,7 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 		return err
 	}
 	t.stopEvents = stopEvents
-	t.det = coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, EgressIP: cfg.EgressIP, ClearAfter: cfg.ConflictClearAfter}, nb,
+	t.det = coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, EgressIP: cfg.EgressIP, ClearAfter: cfg.ConflictClearAfter, Instance: cfg.Instance}, nb,
 		log.WithField("controller", "coexist").WithField("zone", cfg.Sync.Zone), recorder)
 	cfg.Sync.Standoff = t.det
 	kubeInf := informer.Kube(kube)
