@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -162,5 +163,30 @@ func TestServedAddressesAreTheServicesNATs(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("served %v; want %v (NAT rows:\n%s)", got, want, e.nbctl("--columns=logical_ip,external_ids", "list", "NAT"))
+	}
+}
+
+// TestOVNKubeEgressIPServingCountsItsNATs: ovn-kubernetes' EgressIP SNAT
+// counts as serving on every NB schema. On OVN 25.03 the cache holds NAT
+// rows of pkg/nbdbext's model, which a type switch on libovsdb's nbdb.NAT
+// alone never saw: this counted 0 there.
+func TestOVNKubeEgressIPServingCountsItsNATs(t *testing.T) {
+	e := newEnv(t, ipfamily.V4)
+	e.nbctl("--", "--id=@n", "create", "NAT", "type=snat", "external_ip=172.18.0.200", "logical_ip=10.244.1.77",
+		`external_ids:k8s.ovn.org/owner-controller=default-network-controller`, `external_ids:k8s.ovn.org/owner-type=EgressIP`,
+		"--", "add", "Logical_Router", "GR_node1", "nat", "@n")
+	ctx := context.Background()
+	var n int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		if n, err = ovn.OVNKubeEgressIPServing(ctx, e.c); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if n != 1 {
+		t.Errorf("ovn-kubernetes' EgressIP rows serving: %d, want 1 (its SNAT; NAT match in the model: %v)", n, ovn.FeaturesOf(e.c).NATMatch)
 	}
 }

@@ -82,6 +82,20 @@ func fromExt(r *nbdbext.NAT) natRow {
 		Priority: r.Priority, ExternalPortRange: r.ExternalPortRange, ExternalIDs: r.ExternalIDs}
 }
 
+// NATExternalIDs returns m's external_ids when m is a NAT row of either
+// model. Code outside this package that meets NAT rows as models (cache
+// events, cached rows) asks here: a type switch on *nbdb.NAT alone sees no
+// NAT row at all of an NB whose schema has NAT.match.
+func NATExternalIDs(m model.Model) (map[string]string, bool) {
+	switch r := m.(type) {
+	case *nbdb.NAT:
+		return r.ExternalIDs, true
+	case *nbdbext.NAT:
+		return r.ExternalIDs, true
+	}
+	return nil, false
+}
+
 // ownedNATs returns the NAT rows ovn-egress owns under keys, by key
 // (ownedByKey), whichever NAT model is in use.
 func ownedNATs(ctx context.Context, c client.Client, keys map[translate.Key]bool) (map[translate.Key][]natRow, error) {

@@ -233,7 +233,7 @@ func OVNKubeEgressIPServing(ctx context.Context, c client.Client) (int, error) {
 		}
 	}
 	for _, m := range cachedRows(c, nbdb.NATTable) {
-		if r, ok := m.(*nbdb.NAT); ok && IsOVNKubeEgressIP(r.ExternalIDs) {
+		if ids, ok := NATExternalIDs(m); ok && IsOVNKubeEgressIP(ids) {
 			n++
 		}
 	}

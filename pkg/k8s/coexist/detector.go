@@ -27,6 +27,7 @@ import (
 	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/nbdbext"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -530,8 +531,8 @@ func (d *Detector) nbHandler() libcache.EventHandler {
 			if _, ok := r.ExternalIDs[ovn.EgressSVCKey]; ok || (d.cfg.EgressIP && ovn.IsOVNKubeEgressIP(r.ExternalIDs)) {
 				d.Kick()
 			}
-		case *nbdb.NAT:
-			if d.cfg.EgressIP && ovn.IsOVNKubeEgressIP(r.ExternalIDs) {
+		case *nbdb.NAT, *nbdbext.NAT:
+			if ids, _ := ovn.NATExternalIDs(r); d.cfg.EgressIP && ovn.IsOVNKubeEgressIP(ids) {
 				d.Kick()
 			}
 		case *nbdb.AddressSet:

@@ -14,6 +14,8 @@ import (
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
+	"github.com/ovn-egress/ovn-egress/pkg/nbdbext"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -342,8 +344,9 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 				return
 			}
 			c.enqueueOwned(r.ExternalIDs)
-		case *nbdb.NAT:
-			c.enqueueOwned(r.ExternalIDs)
+		case *nbdb.NAT, *nbdbext.NAT:
+			ids, _ := ovn.NATExternalIDs(r)
+			c.enqueueOwned(ids)
 		case *nbdb.LogicalRouterStaticRoute:
 			if _, ours := translate.KeyOf(r.ExternalIDs); !ours && c.cfg.Zone != "" && c.isClusterRoute(r) {
 				// Someone else's cluster src-ip route came or went: the

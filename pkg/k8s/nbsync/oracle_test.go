@@ -171,6 +171,9 @@ func (w *world) start() *running {
 	log := logrus.New()
 	log.SetOutput(testWriter{w.t})
 	log.SetLevel(logrus.WarnLevel)
+	if os.Getenv("OVN_EGRESS_ORACLE_DEBUG") != "" {
+		log.SetLevel(logrus.DebugLevel)
+	}
 	c, err := nbsync.New(nbsync.Config{Translate: w.cfg, Reports: repInf.Core().V1().ConfigMaps()}, log.WithField("seed", "oracle"),
 		nb, kubeInf, egInf, &record.FakeRecorder{})
 	if err != nil {
@@ -298,12 +301,21 @@ func (w *world) foreignRows() []string {
 // drift changes one of ovn-egress's rows behind its back: deletes a
 // policy, empties or widens an address set, or changes a NAT's address.
 func (w *world) drift() {
+	// The rows in the order of their ids, not of their random UUIDs: a
+	// seed replays the same drift.
 	owned := func(table string) []string {
-		out, err := w.o.NBCtl("--bare", "--columns=_uuid", "find", table, "external_ids:"+translate.KeyOwnerController+"="+translate.OwnerController)
+		out, err := w.o.NBCtl("--format=csv", "--data=bare", "--no-headings", "--columns=external_ids,_uuid", "find", table,
+			"external_ids:"+translate.KeyOwnerController+"="+translate.OwnerController)
 		if err != nil {
 			w.t.Fatalf("find %s: %v", table, err)
 		}
-		return strings.Fields(out)
+		lines := strings.Fields(strings.ReplaceAll(out, " ", "\x00"))
+		slices.Sort(lines)
+		uuids := make([]string, 0, len(lines))
+		for _, l := range lines {
+			uuids = append(uuids, l[strings.LastIndexByte(l, ',')+1:])
+		}
+		return uuids
 	}
 	switch r := w.pick(4); {
 	case r == 0:
