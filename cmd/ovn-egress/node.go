@@ -103,6 +103,9 @@ func nodeCommand() *cli.Command {
 				return err
 			}
 			zcfg.Observe, zcfg.Sync.Work = cfg.Observe, cfg.Work
+			// Another install holding the zone's NB has its agent here too.
+			relay := &coexist.Relay{}
+			zcfg.Relay, cfg.ZoneClaim = relay, relay
 			// The agent and its zone's translation run side by side; when one
 			// stops, both do.
 			ctx, cancel := context.WithCancel(c.Context)

@@ -65,6 +65,19 @@ type Config struct {
 	Work    *controller.Metrics
 	// EgressIP announces the IPv6 EgressIPs this node holds (Announcer).
 	EgressIP bool
+	// ZoneClaim, when set (interconnect: the zone translation beside the
+	// agent), says when another install of ovn-egress holds this node's
+	// zone NB: its agent is on this node too, and the agent stands back.
+	ZoneClaim ZoneClaim
+}
+
+// ZoneClaim tells the agent which other install holds its zone's NB
+// (coexist.Relay).
+type ZoneClaim interface {
+	// ForeignInstance is the other install ("" when this one holds it).
+	ForeignInstance() string
+	// Subscribe calls f after every change of ForeignInstance.
+	Subscribe(f func())
 }
 
 // DefaultConfig returns the defaults of every flag.

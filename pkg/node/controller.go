@@ -96,6 +96,9 @@ type Controller struct {
 	// standoff names ovn-kubernetes' egress-service objects found in the
 	// last sync ("" when none: the agent writes).
 	standoff string
+	// otherInstance is the other install that holds this node's zone NB
+	// (Config.ZoneClaim), while the agent stands back for it.
+	otherInstance string
 }
 
 // NewController wires informers and handlers; Run starts them.
@@ -117,6 +120,9 @@ func NewController(cfg Config, d Deps, log *logrus.Entry) (*Controller, error) {
 		Metrics: d.Work,
 	}, func(ctx context.Context, _ []string) error { return c.sync(ctx) }, log)
 
+	if cfg.ZoneClaim != nil {
+		cfg.ZoneClaim.Subscribe(func() { c.work.Add(syncKey) })
+	}
 	c.kubeInformers = informer.Kube(d.Kube)
 	c.nodeInformers = informer.Kube(d.Kube, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()

@@ -49,21 +49,7 @@ func TestNodeAgentKubeAPIServer(t *testing.T) {
 	netns := testenv.NewNetNS(t, "oe-kube")
 	cfg := startKubeAgent(t, ctx, k, topo, n, netns)
 
-	cmName, _ := translate.ReportConfigMapName(n.Name)
-	report := func() translate.Report {
-		cm, err := k.Client.CoreV1().ConfigMaps(cfg.ReportNamespace).Get(ctx, cmName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := translate.ParseReport(cm.Data[translate.ReportDataKey])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	report := func() translate.Report { return readReport(t, ctx, k, cfg, n.Name) }
 	nftTable := func() string { return netns.MustRun(t, "nft", "list", "table", "inet", node.TableName) }
 	key := ns + "/web"
 	wait(t, "the report lists "+key, func() bool { _, ok := report()[key]; return ok })
@@ -170,7 +156,7 @@ func agentKube(t *testing.T, ctx context.Context, fams ...ipfamily.Family) (*tes
 // the dist ServiceAccount's token against the test API server, an empty
 // rt_tables, the health listener on; it stops at the test's end (an error
 // of RunAgent fails the test).
-func startKubeAgent(t *testing.T, ctx context.Context, k *testenv.Kube, topo testenv.Topology, n testenv.TopologyNode, netns *testenv.NetNS) node.Config {
+func startKubeAgent(t *testing.T, ctx context.Context, k *testenv.Kube, topo testenv.Topology, n testenv.TopologyNode, netns *testenv.NetNS, opts ...func(*node.Config)) node.Config {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	sa, err := k.ServiceAccountConfig(ctx, "ovn-egress", "ovn-egress-node")
@@ -196,6 +182,9 @@ func startKubeAgent(t *testing.T, ctx context.Context, k *testenv.Kube, topo tes
 	// withdrawal and the grace's end (the test polls the API and forks nft).
 	cfg.WithdrawGrace = 3 * time.Second
 	cfg.HealthListen = true
+	for _, o := range opts {
+		o(&cfg)
+	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	done := make(chan error, 1)
@@ -228,4 +217,40 @@ func netnsDial(ns *testenv.NetNS, ap netip.AddrPort) error {
 		}
 		return c.Close()
 	})
+}
+
+// readReport reads the agent's report of a node (nil before there is one).
+func readReport(t *testing.T, ctx context.Context, k *testenv.Kube, cfg node.Config, nodeName string) translate.Report {
+	t.Helper()
+	cmName, _ := translate.ReportConfigMapName(nodeName)
+	cm, err := k.Client.CoreV1().ConfigMaps(cfg.ReportNamespace).Get(ctx, cmName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := translate.ParseReport(cm.Data[translate.ReportDataKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// nodeWarning reports whether a Warning of reason whose message contains
+// text is recorded on the Node.
+func nodeWarning(t *testing.T, ctx context.Context, k *testenv.Kube, nodeName, reason, text string) func() bool {
+	return func() bool {
+		evs, err := k.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			if e.Reason == reason && e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == nodeName &&
+				e.Type == "Warning" && strings.Contains(e.Message, text) {
+				return true
+			}
+		}
+		return false
+	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +13,12 @@ import (
 // ovn-kubernetes' own egress-service node controller has its nftables chain
 // here (the reason the master and the zones use for the same conflict).
 const ReasonOVNKubernetesConflict = "OVNKubernetesConflict"
+
+// ReasonAnotherInstance is the Warning Event on the agent's Node while
+// another install of ovn-egress holds the node's zone NB (interconnect):
+// that install's agent programs this node, and two agents would undo each
+// other's nftables elements and ip rules.
+const ReasonAnotherInstance = "AnotherInstance"
 
 // standBackPoll is how often an agent that stands back looks again whether
 // ovn-kubernetes' chain is gone (nothing else tells it).
@@ -27,6 +34,9 @@ const standBackPoll = 5 * time.Second
 // first sync that finds it records a Warning on the Node; the agent looks
 // again every standBackPoll and resumes once it is gone.
 func (c *Controller) standingBack(ctx context.Context) (bool, error) {
+	if c.otherInstanceHolds() {
+		return true, nil
+	}
 	if c.d.OVNKube == nil {
 		return false, nil
 	}
@@ -63,4 +73,27 @@ func (c *Controller) standingBack(ctx context.Context) (bool, error) {
 		c.work.AddAfter(syncKey, standBackPoll)
 	}
 	return found != "", nil
+}
+
+// otherInstanceHolds reports whether another install holds this node's
+// zone NB (Config.ZoneClaim), recording a Warning on the Node when that
+// starts or changes. The relay wakes the agent when it ends.
+func (c *Controller) otherInstanceHolds() bool {
+	if c.cfg.ZoneClaim == nil {
+		return false
+	}
+	other := c.cfg.ZoneClaim.ForeignInstance()
+	switch {
+	case other == "" && c.otherInstance != "":
+		c.log.WithField("was", c.otherInstance).Info("no other ovn-egress install holds this node's zone any more; the agent resumes writing")
+	case other != "" && other != c.otherInstance:
+		msg := "node " + c.cfg.NodeName + ": another ovn-egress install, " + strconv.Quote(other) + ", holds this node's zone NB, " +
+			"and its agent programs this node: this agent writes nothing (run one install; docs/operations.md#uninstalling)"
+		c.log.WithField("reason", ReasonAnotherInstance).Warn(msg)
+		if n, err := c.nodeLister.Get(c.cfg.NodeName); err == nil {
+			c.d.Recorder.Event(n, corev1.EventTypeWarning, ReasonAnotherInstance, msg)
+		}
+	}
+	c.otherInstance = other
+	return other != ""
 }

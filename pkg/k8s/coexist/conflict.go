@@ -70,6 +70,11 @@ type Conflict struct {
 	// ForeignInstance is the other ovn-egress install that claimed this NB
 	// (ovn.InstanceKey): this one writes nothing into it.
 	ForeignInstance string
+	// Unclaimed is why this install's claim on the NB failed (the NB down,
+	// a lost race to create NB_Global): nothing is written until a claim
+	// succeeds, tried again every second. It names no other install, so
+	// zones do not publish it and node agents do not stand back for it.
+	Unclaimed string
 
 	// Waiting: the zones' verdicts are not read yet (the report informer has
 	// not synced): an interconnect master writes nothing until it knows.
@@ -83,14 +88,14 @@ type Conflict struct {
 
 // Active reports whether the EgressService controllers must write nothing.
 func (c Conflict) Active() bool {
-	return c.EgressSVCPolicies > 0 || c.ServedPods > 0 || c.InterconnectNB || len(c.Zones) > 0 || c.ForeignInstance != "" || c.Waiting
+	return c.EgressSVCPolicies > 0 || c.ServedPods > 0 || c.InterconnectNB || len(c.Zones) > 0 || c.ForeignInstance != "" || c.Unclaimed != "" || c.Waiting
 }
 
 // EgressIPActive reports whether the EgressIP controllers must write
 // nothing: ovn-kubernetes' own EgressIP serves pods, or the NB is a zone's
 // under a central master.
 func (c Conflict) EgressIPActive() bool {
-	return c.EgressIPRows > 0 || len(c.EgressIPZones) > 0 || c.InterconnectNB || c.ForeignInstance != "" || c.Waiting
+	return c.EgressIPRows > 0 || len(c.EgressIPZones) > 0 || c.InterconnectNB || c.ForeignInstance != "" || c.Unclaimed != "" || c.Waiting
 }
 
 // String says what stops the EgressService controllers and what to do.
@@ -168,8 +173,13 @@ const Reason = "OVNKubernetesConflict"
 // foreign field manager wrote.
 const ReasonHeld = "StatusWrittenByOther"
 
-// foreignInstance adds the other install's claim and its way out.
+// foreignInstance adds the other install's claim, or this one's failed
+// claim, and the way out.
 func (c Conflict) foreignInstance(found, do []string) ([]string, []string) {
+	if c.Unclaimed != "" {
+		found = append(found, "no claim of this NB for this install yet ("+c.Unclaimed+")")
+		do = append(do, "the claim is tried again every second; if this lasts, check the NB's connection (docs/operations.md#uninstalling)")
+	}
 	if c.ForeignInstance == "" {
 		return found, do
 	}

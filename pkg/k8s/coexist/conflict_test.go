@@ -30,6 +30,9 @@ func TestConflictString(t *testing.T) {
 			"writes nothing", "--enable-egress-service=false", "ovn-egress migrate --apply"}},
 		{Conflict{Zones: []string{"a", "b", "c", "d"}}, []string{"the NB of 4 zone(s) (a, b, c and 1 more)", "--enable-egress-service=false"}},
 		{Conflict{InterconnectNB: true}, []string{"transit switch", "--mode=ic"}},
+		{Conflict{ForeignInstance: "team-b/ovn-egress"}, []string{`another ovn-egress install, "team-b/ovn-egress"`,
+			"ovn-nbctl remove NB_Global . external_ids ovn-egress.io/instance"}},
+		{Conflict{Unclaimed: "connection refused"}, []string{"no claim of this NB for this install yet (connection refused)", "tried again every second"}},
 	} {
 		s := tc.c.String()
 		if !tc.c.Active() {
@@ -198,5 +201,40 @@ func TestZoneVerdictsDebounced(t *testing.T) {
 	}
 	if cms, _ := d.reports.List(labels.Everything()); len(cms) != 3 {
 		t.Fatalf("%d report ConfigMaps", len(cms))
+	}
+}
+
+// TestRelayCarriesOnlyAnotherInstall: the node agent beside a zone hears of
+// another install's claim on the zone's NB, once per change; a claim that
+// failed (the NB down) names nobody, so neither the agent nor the zone's
+// published verdict hears of it, while the zone itself writes nothing.
+func TestRelayCarriesOnlyAnotherInstall(t *testing.T) {
+	r := &Relay{}
+	calls := 0
+	r.Subscribe(func() { calls++ })
+	for _, step := range []struct {
+		c       Conflict
+		foreign string
+		calls   int
+	}{
+		{Conflict{Unclaimed: "connection refused"}, "", 0},
+		{Conflict{ForeignInstance: "team-b/ovn-egress"}, "team-b/ovn-egress", 1},
+		{Conflict{ForeignInstance: "team-b/ovn-egress", Waiting: true}, "team-b/ovn-egress", 1},
+		{Conflict{}, "", 2},
+	} {
+		r.Set(step.c)
+		if got := r.ForeignInstance(); got != step.foreign || calls != step.calls {
+			t.Errorf("after %+v: foreign %q, %d calls; want %q, %d", step.c, got, calls, step.foreign, step.calls)
+		}
+	}
+	c := Conflict{Unclaimed: "connection refused"}
+	if !c.Active() || !c.EgressIPActive() {
+		t.Error("a failed claim lets the controllers write")
+	}
+	if v := VerdictOf(c); v != (ZoneVerdict{}) {
+		t.Errorf("a failed claim is published as the zone's verdict: %+v", v)
+	}
+	if v := VerdictOf(Conflict{ForeignInstance: "team-b/ovn-egress"}); v.EgressService == "" || v.EgressIP == "" {
+		t.Errorf("another install's claim is not published: %+v", v)
 	}
 }

@@ -344,7 +344,7 @@ func (d *Detector) found(ctx context.Context, reports corelisters.ConfigMapListe
 			}
 		}
 		if d.cfg.Instance != "" {
-			c.ForeignInstance = d.claim(ctx)
+			c.ForeignInstance, c.Unclaimed = d.claim(ctx)
 		}
 	}
 	if reports != nil {
@@ -358,22 +358,22 @@ func (d *Detector) found(ctx context.Context, reports corelisters.ConfigMapListe
 }
 
 // claim claims the NB for this install and returns the other install that
-// holds it ("" when this one does). A claim that fails (the NB down, a
-// lost race to create NB_Global) is tried again soon: until then nothing
-// is written, as under a foreign claim.
-func (d *Detector) claim(ctx context.Context) string {
+// holds it ("" when this one does), or why the claim failed (the NB down,
+// a lost race to create NB_Global). A failed claim is tried again soon:
+// until then nothing is written, as under a foreign claim.
+func (d *Detector) claim(ctx context.Context) (foreign, unclaimed string) {
 	owner, err := ovn.ClaimInstance(ctx, d.nb, d.cfg.Instance)
 	if err != nil {
 		d.log.WithError(err).Warn("cannot claim the NB; writing nothing until it is claimed")
 		d.mu.Lock()
 		d.retryClaim = true
 		d.mu.Unlock()
-		return "(not claimed yet: " + err.Error() + ")"
+		return "", err.Error()
 	}
 	if owner == d.cfg.Instance {
-		return ""
+		return "", ""
 	}
-	return owner
+	return owner, ""
 }
 
 // evaluateLocked computes the conflict; evalMu is held.

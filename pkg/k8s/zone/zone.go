@@ -50,6 +50,9 @@ type Config struct {
 	// another install's claim stands the zone back (coexist.Config).
 	// Empty: no claim.
 	Instance string
+	// Relay, when set, is told the zone's conflicts (the node agent beside
+	// the zone stands back while another install holds the zone's NB).
+	Relay *coexist.Relay
 }
 
 // Clients are the API clients a zone's translation reads through.
@@ -141,6 +144,9 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 	t.det = coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, EgressIP: cfg.EgressIP, ClearAfter: cfg.ConflictClearAfter, Instance: cfg.Instance}, nb,
 		log.WithField("controller", "coexist").WithField("zone", cfg.Sync.Zone), recorder)
 	cfg.Sync.Standoff = t.det
+	if cfg.Relay != nil {
+		t.det.OnChange(cfg.Relay.Set)
+	}
 	kubeInf := informer.Kube(kube)
 	// No status-writer holds here: the zone translates status.host as it
 	// stands, whoever wrote it (only host selection writes it back).
