@@ -24,6 +24,20 @@ func TestSelectorMovesDamped(t *testing.T) {
 	const damping = 3 * time.Second
 	e := newEnv(t)
 	c, _ := e.start(selection.Config{SelectorMoveDamping: damping}, kube.Config)
+	// The label the last part selects by, set now: the hostname selectors
+	// before it ignore it, and the controller's Node cache has it long
+	// before that part. (Set just before the selector change, it raced
+	// the controller's Node informer: the change was decided without
+	// node3's label, so node3 seemed not to match the new selector, a
+	// damped selector move — read back as a damped node label change.)
+	for _, n := range []string{"node1", "node3"} {
+		e.setNodeLabel(n, "egress", "yes")
+	}
+	t.Cleanup(func() {
+		for _, n := range []string{"node1", "node3"} {
+			e.setNodeLabel(n, "egress", "")
+		}
+	})
 	e.create("web", []string{"172.18.0.100"}, []string{"10.244.1.5@node1"}, onNode("node1"))
 	e.waitHost("web", "node1")
 
@@ -44,14 +58,6 @@ func TestSelectorMovesDamped(t *testing.T) {
 
 	// A selector change the host still matches, right after the move: no
 	// move. Then, under that selector, node3 loses its label: left at once.
-	for _, n := range []string{"node1", "node3"} {
-		e.setNodeLabel(n, "egress", "yes")
-	}
-	t.Cleanup(func() {
-		for _, n := range []string{"node1", "node3"} {
-			e.setNodeLabel(n, "egress", "")
-		}
-	})
 	syncs := c.Stats().Syncs
 	e.updateSpec("web", withSelector(map[string]string{"egress": "yes"}))
 	e.eventually("the selector change decided", func() bool { return c.Stats().Syncs > syncs })
