@@ -27,7 +27,6 @@ import (
 	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
-	"github.com/ovn-egress/ovn-egress/pkg/nbdbext"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -526,13 +525,15 @@ func same(a, b Conflict) bool {
 // nbHandler kicks on changes of the rows a conflict is made of.
 func (d *Detector) nbHandler() libcache.EventHandler {
 	on := func(m model.Model) {
+		if ids, ok := ovn.NATExternalIDs(m); ok { // either NAT model
+			if d.cfg.EgressIP && ovn.IsOVNKubeEgressIP(ids) {
+				d.Kick()
+			}
+			return
+		}
 		switch r := m.(type) {
 		case *nbdb.LogicalRouterPolicy:
 			if _, ok := r.ExternalIDs[ovn.EgressSVCKey]; ok || (d.cfg.EgressIP && ovn.IsOVNKubeEgressIP(r.ExternalIDs)) {
-				d.Kick()
-			}
-		case *nbdb.NAT, *nbdbext.NAT:
-			if ids, _ := ovn.NATExternalIDs(r); d.cfg.EgressIP && ovn.IsOVNKubeEgressIP(ids) {
 				d.Kick()
 			}
 		case *nbdb.AddressSet:

@@ -14,7 +14,6 @@ import (
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
-	"github.com/ovn-egress/ovn-egress/pkg/nbdbext"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -331,6 +330,10 @@ func nodeChanged(old, cur any) bool {
 // left as the worker wants it, its own write's echo above all (wantedSets).
 func (c *Controller) nbHandler() libcache.EventHandler {
 	onRow := func(m model.Model, deleted bool) {
+		if ids, ok := ovn.NATExternalIDs(m); ok { // either NAT model
+			c.enqueueOwned(ids)
+			return
+		}
 		switch r := m.(type) {
 		case *nbdb.AddressSet:
 			if (deleted && c.wanted.isWanted(r)) || (!deleted && !c.wanted.asWanted(r)) {
@@ -344,9 +347,6 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 				return
 			}
 			c.enqueueOwned(r.ExternalIDs)
-		case *nbdb.NAT, *nbdbext.NAT:
-			ids, _ := ovn.NATExternalIDs(r)
-			c.enqueueOwned(ids)
 		case *nbdb.LogicalRouterStaticRoute:
 			if _, ours := translate.KeyOf(r.ExternalIDs); !ours && c.cfg.Zone != "" && c.isClusterRoute(r) {
 				// Someone else's cluster src-ip route came or went: the

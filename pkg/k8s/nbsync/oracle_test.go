@@ -309,7 +309,7 @@ func (w *world) drift() {
 		if err != nil {
 			w.t.Fatalf("find %s: %v", table, err)
 		}
-		lines := strings.Fields(strings.ReplaceAll(out, " ", "\x00"))
+		lines := strings.FieldsFunc(out, func(r rune) bool { return r == '\n' })
 		slices.Sort(lines)
 		uuids := make([]string, 0, len(lines))
 		for _, l := range lines {
