@@ -77,7 +77,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.size.Services, "services", 10000, "EgressServices (N)")
 	fs.IntVar(&o.size.Endpoints, "endpoints", 4, "endpoints per service (M)")
 	fs.IntVar(&o.size.Nodes, "nodes", 50, "nodes (K); every node hosts N/K services")
-	quick := fs.Bool("quick", false, "CI size: 1000 × 4 × 10, fewer churn rounds (well under 3 minutes)")
+	quick := fs.Bool("quick", false, "small size: 1000 × 4 × 10, fewer churn rounds (~8 min on 2 cores)")
 	named := fs.String("size", "", "a named size instead of -services/-endpoints/-nodes: "+mixEnvelope+
 		" (Kubernetes' scalability envelope: 10,000 services, 150,000 endpoints, 5,000 nodes; 3 peer-shape changes;"+
 		" -nodes may lower the node count, keeping the services and endpoints)")
