@@ -123,7 +123,9 @@ func TestTranslateBadInput(t *testing.T) {
 // manifests, translated offline to ovn-nbctl commands and run with sh -e
 // against a fresh NB with the topology, leave NB exactly as the master
 // wants it: verify (which computes what the master computes, from the live
-// API) reports no drift; removing one row makes it report that row.
+// API) reports no drift, and finds a logical flow of each of its policies
+// and NAT rows in the SB; a row northd cannot use makes it report that
+// row; removing one row makes it report that row.
 func TestTranslateNBCtlThenVerify(t *testing.T) {
 	for _, backend := range []string{"host", "ovn"} {
 		t.Run(backend, func(t *testing.T) {
@@ -168,6 +170,26 @@ func TestTranslateNBCtlThenVerify(t *testing.T) {
 			out, stderr, code := run(t, verifyArgs...)
 			if code != 0 || !strings.Contains(out, "no drift") {
 				t.Fatalf("verify: exit %d\n%s\n%s", code, out, stderr)
+			}
+			// northd drops what it cannot use, and says so only in its log:
+			// with node2's router port gone, the reroutes to node2's
+			// management port reach nothing (host backend); with GR_node2
+			// bound to no chassis it is no gateway router and its NAT rows
+			// do nothing (ovn backend). NB is unchanged; verify reads the SB.
+			var broken []string
+			if backend == "host" {
+				broken = []string{"lrp-del", "rtos-node2"}
+			} else {
+				broken = []string{"remove", "Logical_Router", "GR_node2", "options", "chassis"}
+			}
+			o.MustNBCtl(t, append([]string{"--wait=sb"}, broken...)...)
+			out, _, code = run(t, verifyArgs...)
+			wantTable := map[string]string{"host": "Logical_Router_Policy", "ovn": "NAT"}[backend]
+			if code != 1 || !strings.Contains(out, "noflow     "+wantTable+" ") || strings.Contains(out, "missing") {
+				t.Errorf("verify after %v: exit %d, want 1 and noflow %s rows (and no drift)\n%s", broken, code, wantTable, out)
+			}
+			if none, _, code := run(t, append(verifyArgs, "--sb-address=none")...); code != 0 {
+				t.Errorf("verify --sb-address=none: exit %d, want 0 (NB itself did not change)\n%s", code, none)
 			}
 			o.MustNBCtl(t, "--if-exists", "destroy", "Address_Set", translate.AddressSetName("ovn-egress:EgressServiceHost:node2:v4"))
 			if backend == "ovn" {

@@ -32,6 +32,7 @@ func verifyCommand() *cli.Command {
 	flags = append(flags, translateFlags()...)
 	flags = append(flags,
 		&cli.StringFlag{Name: "zone", Usage: "interconnect: the zone whose NB --nb-address is (in current ovn-kubernetes, a node's name); default: found from the NB's gateway routers", Category: catXlate},
+		&cli.StringFlag{Name: "sb-address", Usage: "the SB of --nb-address's OVN (in interconnect: the zone's), whose logical flows must name each policy and NAT row ovn-egress owns; none: skip that check (default: derived from --nb-address: ovnnb_db.sock → ovnsb_db.sock, port 6641 → 6642; the --nb-* TLS files apply)", Category: catOVN},
 		&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up after this long", Category: catOVN},
 		reportNamespaceFlag(catXlate))
 	return &cli.Command{
@@ -40,8 +41,10 @@ func verifyCommand() *cli.Command {
 		Description: "Compares one NB (in interconnect: one zone's, --zone) with the rows ovn-egress should own there, and\n" +
 			"reports what stops them from working: ovn-kubernetes' own egress-service rows or status writes, another\n" +
 			"controller's policies at ovn-egress's priorities matching its endpoints, a central NB used as a zone.\n" +
-			"Exit code 0 when NB holds exactly the rows ovn-egress should own and nothing conflicts, 1 when it\n" +
-			"drifted or conflicts (each is printed), 2 on errors.",
+			"Reads the SB too: a policy or NAT row of ovn-egress that northd turned into no logical flow (a reroute\n" +
+			"whose next hop no router port reaches) is reported as noflow.\n" +
+			"Exit code 0 when NB holds exactly the rows ovn-egress should own, northd uses each of them and nothing\n" +
+			"conflicts, 1 when a row drifted, has no flow or conflicts (each is printed), 2 on errors.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
@@ -59,11 +62,15 @@ func verifyCommand() *cli.Command {
 			for _, ch := range res.changes {
 				fmt.Fprintln(c.App.Writer, ch.String())
 			}
+			for _, u := range res.unflowed {
+				fmt.Fprintln(c.App.Writer, u.String())
+			}
 			for _, cf := range res.conflicts {
 				fmt.Fprintln(c.App.Writer, "conflict  "+cf)
 			}
-			if n := len(res.changes) + len(res.conflicts); n > 0 {
-				return cli.Exit(fmt.Sprintf("%d rows drifted, %d conflicts", len(res.changes), len(res.conflicts)), exitDrift)
+			if n := len(res.changes) + len(res.unflowed) + len(res.conflicts); n > 0 {
+				return cli.Exit(fmt.Sprintf("%d rows drifted, %d rows without logical flows, %d conflicts",
+					len(res.changes), len(res.unflowed), len(res.conflicts)), exitDrift)
 			}
 			fmt.Fprintln(c.App.Writer, "no drift")
 			return nil
@@ -75,6 +82,7 @@ func verifyCommand() *cli.Command {
 type verifyResult struct {
 	zone      string
 	changes   []ovn.Change
+	unflowed  []ovn.Unflowed
 	conflicts []string
 	problems  translate.Problems
 }
@@ -166,10 +174,45 @@ func verify(ctx context.Context, c *cli.Context) (verifyResult, error) {
 		return res, err
 	}
 	res.changes, res.problems = plan.Changes(), d.Problems
+	if res.unflowed, err = unflowed(ctx, c, nbCfg, nb, keys); err != nil {
+		return res, err
+	}
 	if res.conflicts, err = conflicts(ctx, nb, cfg, objs, d, remote && in.Zone == "", len(eipKeys) > 0); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// flowSettle is how long a row without logical flows is given to get them
+// (northd may not have run since it was written).
+const flowSettle = 3 * time.Second
+
+// unflowed reads the SB (--sb-address) and returns the owned policies and
+// NAT rows of keys that no logical flow names.
+func unflowed(ctx context.Context, c *cli.Context, nbCfg ovn.ClientConfig, nb client.Client, keys []translate.Key) ([]ovn.Unflowed, error) {
+	sbCfg := nbCfg
+	switch a := c.String("sb-address"); a {
+	case "none":
+		return nil, nil
+	case "":
+		addrs, err := ovn.SBAddresses(nbCfg.Addresses)
+		if err != nil {
+			return nil, fmt.Errorf("%w: give --sb-address (or --sb-address=none to skip the check of logical flows)", err)
+		}
+		sbCfg.Addresses = addrs
+	default:
+		addrs, err := ovn.ParseAddresses(a)
+		if err != nil {
+			return nil, fmt.Errorf("--sb-address: %w", err)
+		}
+		sbCfg.Addresses = addrs
+	}
+	sb, err := ovn.NewSBClient(ctx, sbCfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer sb.Close()
+	return ovn.UnflowedRows(ctx, nb, sb, keys, flowSettle)
 }
 
 // zoneOfNB finds the interconnect zone an NB belongs to: the zone of the

@@ -158,11 +158,7 @@ func NewNBClient(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (clie
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	timeout := cfg.ConnectTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout())
 	defer cancel()
 	natMatch, err := probeNATMatch(cctx, cfg, log)
 	if err != nil {
@@ -172,16 +168,9 @@ func NewNBClient(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (clie
 	if err != nil {
 		return nil, fmt.Errorf("nb model: %w", err)
 	}
-	opts, err := clientOptions(cfg, log, true)
+	c, err := dial(cctx, cfg, m, "NB", log, true)
 	if err != nil {
 		return nil, err
-	}
-	c, err := client.NewOVSDBClient(m, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("nb client: %w", err)
-	}
-	if err := c.Connect(cctx); err != nil {
-		return nil, fmt.Errorf("connect to NB %s: %w", strings.Join(cfg.Addresses, ","), err)
 	}
 	// Only the tables the translation reads or writes: a smaller cache, and
 	// no churn from Logical_Switch_Port or ACL updates.
@@ -211,19 +200,37 @@ func probeNATMatch(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (bo
 	if err != nil {
 		return false, fmt.Errorf("nb model: %w", err)
 	}
-	opts, err := clientOptions(cfg, log, false)
+	c, err := dial(ctx, cfg, m, "NB", log, false)
 	if err != nil {
 		return false, err
 	}
-	c, err := client.NewOVSDBClient(m, opts...)
-	if err != nil {
-		return false, fmt.Errorf("nb client: %w", err)
-	}
-	if err := c.Connect(ctx); err != nil {
-		return false, fmt.Errorf("connect to NB %s: %w", strings.Join(cfg.Addresses, ","), err)
-	}
 	defer c.Close()
 	return schemaHasNATMatch(c.Schema()), nil
+}
+
+// connectTimeout bounds a connection attempt (10 s unless set).
+func (c ClientConfig) connectTimeout() time.Duration {
+	if c.ConnectTimeout == 0 {
+		return 10 * time.Second
+	}
+	return c.ConnectTimeout
+}
+
+// dial connects a client of model m to the database cfg names (what: NB
+// or SB, for errors), reconnecting forever when reconnect is set.
+func dial(ctx context.Context, cfg ClientConfig, m model.ClientDBModel, what string, log *logrus.Entry, reconnect bool) (client.Client, error) {
+	opts, err := clientOptions(cfg, log, reconnect)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.NewOVSDBClient(m, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s client: %w", strings.ToLower(what), err)
+	}
+	if err := c.Connect(ctx); err != nil {
+		return nil, fmt.Errorf("connect to %s %s: %w", what, strings.Join(cfg.Addresses, ","), err)
+	}
+	return c, nil
 }
 
 // natTable monitors the NAT table with the model NBModel(natMatch) has.
@@ -245,10 +252,7 @@ func clientOptions(cfg ClientConfig, log *logrus.Entry, reconnect bool) ([]clien
 	bo.InitialInterval = 100 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
 	bo.MaxElapsedTime = 0
-	timeout := cfg.ConnectTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
+	timeout := cfg.connectTimeout()
 	opts = append(opts, client.WithLeaderOnly(true))
 	if reconnect && cfg.InactivityProbe > 0 && timeout >= cfg.InactivityProbe {
 		// libovsdb wants the probe longer than a reconnect attempt.
