@@ -119,8 +119,10 @@ func (w *world) step() {
 		w.setEndpoints(ns, name, w.endpoints())
 	case r < 75:
 		w.setIngress(ns, name, w.ingress())
-	case r < 80:
+	case r < 77:
 		w.renumberNode(w.pick(len(w.topo.Nodes)))
+	case r < 80:
+		w.changeThenMove(ns, name)
 	case r < 84:
 		w.recreateNode(w.pick(len(w.topo.Nodes)))
 	default:
@@ -223,6 +225,21 @@ func (w *world) renumberNode(i int) {
 	w.logf("renumber %s: subnets %v host %v", n.Name, n.Subnets, n.HostIPs)
 	_, err := w.kube.CoreV1().Nodes().Update(w.ctx(), w.topo.NodeObject(*n), metav1.UpdateOptions{})
 	w.must("renumber node", err)
+}
+
+// changeThenMove changes node i in a way that makes its key be walked in
+// full (its addresses, or its agent's report) and at once moves a service
+// onto it: both usually reach the controller before one sync, which must
+// still walk the node in full (a move alone would list only the moved
+// service).
+func (w *world) changeThenMove(ns, name string) {
+	i := w.pick(len(w.topo.Nodes))
+	if w.pick(2) == 0 {
+		w.renumberNode(i)
+	} else {
+		w.report(w.topo.Nodes[i].Name)
+	}
+	w.setHost(ns, name, w.topo.Nodes[i].Name)
 }
 
 // recreateNode deletes node i and, most times, creates it again.
