@@ -13,6 +13,7 @@ import (
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/zone"
 	"github.com/ovn-egress/ovn-egress/pkg/node"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -106,13 +107,17 @@ func nodeCommand() *cli.Command {
 			// Another install holding the zone's NB has its agent here too.
 			relay := &coexist.Relay{}
 			zcfg.Relay, cfg.ZoneClaim = relay, relay
+			// One cache of each object for both: at 5,000 nodes an agent
+			// holds the cluster's Services and EndpointSlices.
+			shared := informer.NewShared(kube, egress)
+			cfg.Informers = shared
 			// The agent and its zone's translation run side by side; when one
 			// stops, both do.
 			ctx, cancel := context.WithCancel(c.Context)
 			defer cancel()
 			done := make(chan error, 2)
 			go func() { done <- node.RunAgent(ctx, cfg, kube, egress, eip, log) }()
-			clients := zone.Clients{Kube: kube, Egress: egress, EgressIP: eip}
+			clients := zone.Clients{Kube: kube, Egress: egress, EgressIP: eip, Informers: shared}
 			go func() { done <- zone.Run(ctx, zcfg, clients, log.WithField("zone", zcfg.Sync.Zone)) }()
 			first := <-done
 			cancel()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/observe"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -69,6 +70,11 @@ type Config struct {
 	// agent), says when another install of ovn-egress holds this node's
 	// zone NB: its agent is on this node too, and the agent stands back.
 	ZoneClaim ZoneClaim
+	// Informers, when set, are the factories of Services, EndpointSlices,
+	// Nodes and EgressServices shared with the zone translation beside the
+	// agent (one cache of each object in the process); otherwise the agent
+	// makes its own.
+	Informers *informer.Shared
 }
 
 // ZoneClaim tells the agent which other install holds its zone's NB

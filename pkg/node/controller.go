@@ -123,11 +123,15 @@ func NewController(cfg Config, d Deps, log *logrus.Entry) (*Controller, error) {
 	if cfg.ZoneClaim != nil {
 		cfg.ZoneClaim.Subscribe(func() { c.work.Add(syncKey) })
 	}
-	c.kubeInformers = informer.Kube(d.Kube)
+	shared := cfg.Informers
+	if shared == nil {
+		shared = informer.NewShared(d.Kube, d.Egress)
+	}
+	c.kubeInformers = shared.Kube
 	c.nodeInformers = informer.Kube(d.Kube, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
 	}))
-	c.egressInformers = informer.Egress(d.Egress)
+	c.egressInformers = shared.Egress
 	c.reportInformers = informer.OwnReport(d.Kube, cfg.ReportNamespace, cfg.NodeName)
 	c.allNodes = informers.NewSharedInformerFactoryWithOptions(d.Kube, 0, informers.WithTransform(nodeAddressesOnly))
 

@@ -61,6 +61,9 @@ type options struct {
 	kubeQPS  float64
 	logLevel string
 	profile  string
+	// heapProfile is written where the zone scenario measures its agent's
+	// live heap.
+	heapProfile string
 }
 
 // allScenarios in the order they run (host selection first: it leaves the
@@ -96,6 +99,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.kubeQPS, "kube-qps", -1, "client-side QPS towards the API server for the master and the bare client alike (-1: unlimited)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level of the in-process controllers")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the bench process (in-process masters included) to this file")
+	fs.StringVar(&o.heapProfile, "heapprofile", "", "write a heap profile to this file where the zone scenario measures the live heap its agent holds")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

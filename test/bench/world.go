@@ -295,8 +295,10 @@ type objects struct {
 
 func (w *world) objects(withHosts bool) objects {
 	var o objects
-	for _, n := range w.topo.Nodes {
-		o.nodes = append(o.nodes, w.topo.NodeObject(n))
+	for i, n := range w.topo.Nodes {
+		node := w.topo.NodeObject(n)
+		shapeNode(node, i)
+		o.nodes = append(o.nodes, node)
 	}
 	for s := 0; s < w.size.Services; s++ {
 		ns, name := w.namespace(s), w.serviceName(s)
@@ -331,6 +333,9 @@ func (w *world) slices(s int) []*discoveryv1.EndpointSlice {
 			if i > 0 {
 				sl.Name = fmt.Sprintf("%s-%d", sl.Name, i/sliceSize)
 			}
+		}
+		for _, sl := range part {
+			shapeSlice(sl)
 		}
 		out = append(out, part...)
 	}

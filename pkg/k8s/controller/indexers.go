@@ -20,8 +20,6 @@ const (
 	IndexByHost = "ovn-egress.byHost"
 	// IndexByService indexes EndpointSlices by "namespace/service".
 	IndexByService = "ovn-egress.byService"
-	// IndexByAddress indexes EndpointSlices by every endpoint address.
-	IndexByAddress = "ovn-egress.byAddress"
 	// IndexByIngressIP indexes Services by every load-balancer ingress IP
 	// (canonical form).
 	IndexByIngressIP = "ovn-egress.byIngressIP"
@@ -37,8 +35,6 @@ func indexFunc(name string) (cache.IndexFunc, bool) {
 		return byHost, true
 	case IndexByService:
 		return byService, true
-	case IndexByAddress:
-		return byAddress, true
 	case IndexByIngressIP:
 		return byIngressIP, true
 	case IndexByHostLabel:
@@ -61,18 +57,6 @@ func byService(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
-}
-
-func byAddress(obj any) ([]string, error) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return nil, nil
-	}
-	var out []string
-	for _, e := range s.Endpoints {
-		out = append(out, e.Addresses...)
-	}
-	return out, nil
 }
 
 func byIngressIP(obj any) ([]string, error) {

@@ -4,6 +4,7 @@ package informer
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
@@ -29,29 +30,86 @@ func StripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// SlimPod keeps of a Pod what EgressIP's pod selection reads — its name,
-// namespace, labels, node, host networking, phase and addresses — and drops
-// the rest (containers, volumes, conditions, annotations) before an
-// informer caches it: the EgressIP controllers watch every pod of the
-// cluster. Other objects pass through StripManagedFields.
-func SlimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return StripManagedFields(obj)
+// Slim trims an object before an informer caches it to what ovn-egress
+// reads of it. Every agent holds the whole cluster's Nodes and
+// EndpointSlices (and the EgressIP controllers every Pod), so at 5,000
+// nodes what the kubelet and the EndpointSlice controller write beside
+// it — a Node's images, capacity and system info, each endpoint's target
+// pod and zone — was most of an agent's heap. Pods, Nodes and
+// EndpointSlices are rebuilt from the fields read; every other object
+// loses its managedFields alone. Nothing writes a cached object back with
+// Update (Nodes are patched), so nothing dropped here reaches the API.
+func Slim(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return slimPod(o), nil
+	case *corev1.Node:
+		return slimNode(o), nil
+	case *discoveryv1.EndpointSlice:
+		return slimSlice(o), nil
 	}
+	return StripManagedFields(obj)
+}
+
+// slimMeta keeps an object's identity, labels and deletion; annotations
+// when asked.
+func slimMeta(m *metav1.ObjectMeta, annotations bool) metav1.ObjectMeta {
+	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Generation: m.Generation, CreationTimestamp: m.CreationTimestamp, Labels: m.Labels, DeletionTimestamp: m.DeletionTimestamp}
+	if annotations {
+		out.Annotations = m.Annotations
+		if _, ok := m.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
+			out.Annotations = make(map[string]string, len(m.Annotations)-1)
+			for k, v := range m.Annotations {
+				if k != corev1.LastAppliedConfigAnnotation {
+					out.Annotations[k] = v
+				}
+			}
+		}
+	}
+	return out
+}
+
+// slimPod keeps what EgressIP's pod selection reads: name, namespace,
+// labels, node, host networking, phase and addresses.
+func slimPod(p *corev1.Pod) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Labels: p.Labels, DeletionTimestamp: p.DeletionTimestamp},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
-		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
-	}, nil
+		ObjectMeta: slimMeta(&p.ObjectMeta, false),
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
+	}
+}
+
+// slimNode keeps what translation (ovn-kubernetes' annotations), host
+// selection (labels, conditions, unschedulable, taints) and the health
+// checks (addresses) read.
+func slimNode(n *corev1.Node) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: slimMeta(&n.ObjectMeta, true),
+		Spec:       corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints},
+		Status:     corev1.NodeStatus{Addresses: n.Status.Addresses, Conditions: n.Status.Conditions},
+	}
+}
+
+// slimSlice keeps a slice's service label, address type and each
+// endpoint's addresses, conditions and node.
+func slimSlice(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	out := &discoveryv1.EndpointSlice{ObjectMeta: slimMeta(&s.ObjectMeta, false), AddressType: s.AddressType}
+	if len(s.Endpoints) > 0 {
+		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
+		for i, e := range s.Endpoints {
+			out.Endpoints[i] = discoveryv1.Endpoint{Addresses: e.Addresses, Conditions: e.Conditions, NodeName: e.NodeName}
+		}
+	}
+	return out
 }
 
 // Kube returns a factory for the Kubernetes types (no periodic resync);
-// Pods are cached slim (SlimPod), everything without managedFields.
+// Pods, Nodes and EndpointSlices are cached slim (Slim), everything without
+// managedFields.
 func Kube(c kubernetes.Interface, opts ...kubeinformers.SharedInformerOption) kubeinformers.SharedInformerFactory {
 	return kubeinformers.NewSharedInformerFactoryWithOptions(c, 0,
-		append([]kubeinformers.SharedInformerOption{kubeinformers.WithTransform(SlimPod)}, opts...)...)
+		append([]kubeinformers.SharedInformerOption{kubeinformers.WithTransform(Slim)}, opts...)...)
 }
 
 // Egress returns a factory for the EgressService type (no periodic resync).
@@ -92,4 +150,19 @@ func OwnReport(c kubernetes.Interface, ns, node string) kubeinformers.SharedInfo
 // EgressIP returns a factory for the EgressIP API that drops managedFields.
 func EgressIP(c eipclient.Interface) eipinformers.SharedInformerFactory {
 	return eipinformers.NewSharedInformerFactoryWithOptions(c, 0, eipinformers.WithTransform(StripManagedFields))
+}
+
+// Shared are the informer factories the components of one process share —
+// a node agent and its zone's translation — so that the process caches
+// each Service, EndpointSlice, Node and EgressService once. Each component
+// registers its informers, handlers and indexers on them (indexers may be
+// added to a running informer) and starts them; they stop together.
+type Shared struct {
+	Kube   kubeinformers.SharedInformerFactory
+	Egress egressinformers.SharedInformerFactory
+}
+
+// NewShared returns the factories Kube and Egress return.
+func NewShared(kube kubernetes.Interface, egress egressclient.Interface) *Shared {
+	return &Shared{Kube: Kube(kube), Egress: Egress(egress)}
 }

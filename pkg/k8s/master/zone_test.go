@@ -11,6 +11,7 @@ import (
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/zone"
@@ -117,6 +118,19 @@ func TestInterconnectZones(t *testing.T) {
 // ends; each one's error arrives on the channel returned.
 func runZones(ctx context.Context, t *testing.T, topo testenv.Topology, zones map[string]*testenv.OVN, clients zone.Clients) chan error {
 	done := make(chan error, len(zones))
+	if clients.Informers == nil {
+		// The zones share one set of informers, running before they start,
+		// as a node agent shares its own with its zone's translation
+		// (informer.Shared): each zone adds its handlers and indexers to
+		// running informers.
+		shared := informer.NewShared(clients.Kube, clients.Egress)
+		shared.Kube.Core().V1().Services().Informer()
+		shared.Kube.Discovery().V1().EndpointSlices().Informer()
+		shared.Egress.K8s().V1().EgressServices().Informer()
+		shared.Kube.Start(ctx.Done())
+		shared.Egress.Start(ctx.Done())
+		clients.Informers = shared
+	}
 	for name, o := range zones {
 		tc := translate.DefaultConfig()
 		tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets

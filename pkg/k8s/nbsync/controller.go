@@ -150,7 +150,7 @@ type Controller struct {
 	work *controller.Worker[translate.Key]
 
 	dirt     *dirt
-	shared   *sharedAddresses
+	addrs    *addressIndex
 	services *serviceCache
 	wanted   *wantedSets
 	// memo carries translation results between syncs (only the worker
@@ -235,7 +235,7 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		synced:     []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
 		nodes:      map[string]parsedNode{},
 		dirt:       newDirt(),
-		shared:     newSharedAddresses(),
+		addrs:      newAddressIndex(),
 		services:   newServiceCache(),
 		wanted:     newWantedSets(),
 		memo:       translate.NewMemo(),
@@ -267,7 +267,7 @@ func addIndexers(es, slices cache.SharedIndexInformer) error {
 	if err := controller.AddIndexers(es, controller.IndexByHost); err != nil {
 		return fmt.Errorf("egressservice: %w", err)
 	}
-	if err := controller.AddIndexers(slices, controller.IndexByService, controller.IndexByAddress); err != nil {
+	if err := controller.AddIndexers(slices, controller.IndexByService); err != nil {
 		return fmt.Errorf("endpointslice: %w", err)
 	}
 	return nil

@@ -226,12 +226,16 @@ func (cs *candidates) settle(get func(ns, name string) (*egressv1.EgressService,
 func (c *Controller) addSharing(seen, kept map[string]*egressv1.EgressService) {
 	for grown := true; grown; {
 		grown = false
-		for _, addr := range c.shared.list() {
-			objs, _ := c.sliceIndex.ByIndex(controller.IndexByAddress, addr)
+		for _, addr := range c.addrs.shared() {
+			type svc struct{ key, ns, name string }
+			var svcs []svc
 			in := false
-			for _, o := range objs {
-				s := o.(*discoveryv1.EndpointSlice)
-				key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+			for _, sk := range c.addrs.slices(addr) {
+				key, ns, name, ok := c.sliceService(sk)
+				if !ok {
+					continue
+				}
+				svcs = append(svcs, svc{key, ns, name})
 				if seen[key] != nil || kept[key] != nil {
 					in = true
 				}
@@ -239,10 +243,8 @@ func (c *Controller) addSharing(seen, kept map[string]*egressv1.EgressService) {
 			if !in {
 				continue
 			}
-			for _, o := range objs {
-				s := o.(*discoveryv1.EndpointSlice)
-				name := s.Labels[discoveryv1.LabelServiceName]
-				okey := s.Namespace + "/" + name
+			for _, s := range svcs {
+				okey, name := s.key, s.name
 				if es := kept[okey]; es != nil {
 					delete(kept, okey)
 					seen[okey], grown = es, true
@@ -250,7 +252,7 @@ func (c *Controller) addSharing(seen, kept map[string]*egressv1.EgressService) {
 				if seen[okey] != nil {
 					continue
 				}
-				if es, err := c.esLister.EgressServices(s.Namespace).Get(name); err == nil {
+				if es, err := c.esLister.EgressServices(s.ns).Get(name); err == nil {
 					seen[okey], grown = es, true
 				}
 			}

@@ -123,16 +123,15 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 			DeleteFunc: func(o any) { c.on(func(ks keySet) { c.serviceKeys(ks, o) }) },
 		}},
 		{slices, cache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { c.trackShared(o); c.on(func(ks keySet) { c.sliceKeys(ks, o) }) },
+			AddFunc: func(o any) { c.indexAddresses(nil, o); c.on(func(ks keySet) { c.sliceKeys(ks, o) }) },
 			UpdateFunc: func(old, cur any) {
-				c.trackShared(old)
-				c.trackShared(cur)
+				c.indexAddresses(old, cur)
 				c.on(func(ks keySet) {
 					c.sliceKeys(ks, old)
 					c.sliceKeys(ks, cur)
 				})
 			},
-			DeleteFunc: func(o any) { c.trackShared(o); c.on(func(ks keySet) { c.sliceKeys(ks, o) }) },
+			DeleteFunc: func(o any) { c.indexAddresses(o, nil); c.on(func(ks keySet) { c.sliceKeys(ks, o) }) },
 		}},
 		{nodes, cache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) { c.on(func(ks keySet) { c.nodeKeys(ks, o) }) },
@@ -152,10 +151,24 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 	return nil
 }
 
-func (c *Controller) trackShared(o any) {
-	if s, ok := controller.As[*discoveryv1.EndpointSlice](o); ok {
-		c.shared.update(c.sliceIndex, s)
+// indexAddresses moves a slice's addresses in the address index from
+// old to cur (nil or a tombstone's final state as they come).
+func (c *Controller) indexAddresses(old, cur any) {
+	o, _ := controller.As[*discoveryv1.EndpointSlice](old)
+	n, _ := controller.As[*discoveryv1.EndpointSlice](cur)
+	c.addrs.update(o, n)
+}
+
+// sliceService returns the "namespace/service" of the slice "namespace/name"
+// and its service's name, when the slice is cached.
+func (c *Controller) sliceService(key string) (svcKey, ns, name string, ok bool) {
+	ns, sliceName, _ := strings.Cut(key, "/")
+	s, err := c.sliceLister.EndpointSlices(ns).Get(sliceName)
+	if err != nil {
+		return "", "", "", false
 	}
+	name = s.Labels[discoveryv1.LabelServiceName]
+	return ns + "/" + name, ns, name, true
 }
 
 // hostKeys are the keys an EgressService's rows live under.
@@ -210,14 +223,12 @@ func (c *Controller) sharingKeys(ks keySet, svcKey string, slices []*discoveryv1
 	for _, s := range slices {
 		for _, e := range s.Endpoints {
 			for _, a := range e.Addresses {
-				objs, _ := c.sliceIndex.ByIndex(controller.IndexByAddress, a)
-				for _, o := range objs {
-					other := o.(*discoveryv1.EndpointSlice)
-					name := other.Labels[discoveryv1.LabelServiceName]
-					if other.Namespace+"/"+name == svcKey {
+				for _, sk := range c.addrs.slices(a) {
+					other, ns, name, ok := c.sliceService(sk)
+					if !ok || other == svcKey {
 						continue
 					}
-					if es, err := c.esLister.EgressServices(other.Namespace).Get(name); err == nil {
+					if es, err := c.esLister.EgressServices(ns).Get(name); err == nil {
 						ks.add(c.hostKeys(es)...)
 					}
 				}

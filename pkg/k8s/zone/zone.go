@@ -61,6 +61,9 @@ type Clients struct {
 	Egress egressclient.Interface
 	// EgressIP is needed only with Config.EgressIP.
 	EgressIP eipclient.Interface
+	// Informers, when set, are shared with the node agent beside the
+	// translation (informer.Shared); otherwise it makes its own.
+	Informers *informer.Shared
 }
 
 // Translator is one zone's translation, built and not yet running.
@@ -147,10 +150,13 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 	if cfg.Relay != nil {
 		t.det.OnChange(cfg.Relay.Set)
 	}
-	kubeInf := informer.Kube(kube)
 	// No status-writer holds here: the zone translates status.host as it
 	// stands, whoever wrote it (only host selection writes it back).
-	egInf := informer.Egress(clients.Egress)
+	shared := clients.Informers
+	if shared == nil {
+		shared = informer.NewShared(kube, clients.Egress)
+	}
+	kubeInf, egInf := shared.Kube, shared.Egress
 	repInf := informer.Reports(kube, cfg.ReportNamespace)
 	t.factories = []factory{kubeInf, egInf, repInf}
 	cfg.Sync.Reports = repInf.Core().V1().ConfigMaps()
