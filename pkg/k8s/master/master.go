@@ -90,8 +90,38 @@ const (
 	ControllerTranslation = "translation"
 )
 
-// Validate checks the configuration and fills defaults.
-func (c *Config) Validate() error { return c.validate(true) }
+// Validate checks the configuration, its unset fields taken as their
+// defaults (withDefaults). It changes nothing.
+func (c Config) Validate() error { return c.withDefaults().validate(true) }
+
+// withDefaults returns c with the default of each unset field: the central
+// mode, the report namespace, a leader-election identity, and its
+// controllers' own defaults.
+func (c Config) withDefaults() Config {
+	if c.Mode == "" {
+		c.Mode = ModeCentral
+	}
+	if c.ReportNamespace == "" {
+		c.ReportNamespace = DefaultReportNamespace
+	}
+	if le := &c.LeaderElection; le.Enabled && le.Identity == "" {
+		h, _ := os.Hostname()
+		le.Identity = fmt.Sprintf("%s_%d", h, os.Getpid())
+	}
+	c.Sync, c.Select = c.Sync.WithDefaults(), c.Select.WithDefaults()
+	return c
+}
+
+// selection is host selection's configuration: its own, with the networks
+// and the unassigned-traffic policy of the translation (one truth for
+// both, given once).
+func (c Config) selection() selection.Config {
+	s := c.Select
+	s.ClusterSubnets = c.Sync.Translate.ClusterSubnets
+	s.JoinSubnets, s.ServiceCIDRs = c.Sync.Translate.JoinSubnets, c.Sync.Translate.ServiceCIDRs
+	s.UnassignedTraffic = c.Sync.Translate.UnassignedTraffic
+	return s
+}
 
 // checkControllers checks Config.Controllers against the resolved mode.
 func (c *Config) checkControllers() error {
@@ -114,12 +144,10 @@ func (c *Config) runs(n string) bool {
 	return (len(c.Controllers) == 0 && n != ControllerEgressIP) || slices.Contains(c.Controllers, n)
 }
 
-// validate checks the configuration and fills defaults; needNB: the NB
-// client is the master's to make.
-func (c *Config) validate(needNB bool) error {
+// validate checks a configuration whose defaults are filled; needNB: the
+// NB client is the master's to make.
+func (c Config) validate(needNB bool) error {
 	switch c.Mode {
-	case "":
-		c.Mode = ModeCentral
 	case ModeCentral, ModeIC, ModeAuto:
 	default:
 		return fmt.Errorf("unknown mode %q (want central, ic or auto)", c.Mode)
@@ -131,9 +159,6 @@ func (c *Config) validate(needNB bool) error {
 			return fmt.Errorf("nb: %w", err)
 		}
 	}
-	if c.ReportNamespace == "" {
-		c.ReportNamespace = DefaultReportNamespace
-	}
 	if c.Mode != ModeAuto { // auto: checked once the mode is known
 		if err := c.checkControllers(); err != nil {
 			return err
@@ -142,20 +167,13 @@ func (c *Config) validate(needNB bool) error {
 	if err := c.Sync.Validate(); err != nil {
 		return err
 	}
-	c.Select.ClusterSubnets = c.Sync.Translate.ClusterSubnets
-	c.Select.JoinSubnets, c.Select.ServiceCIDRs = c.Sync.Translate.JoinSubnets, c.Sync.Translate.ServiceCIDRs
-	c.Select.UnassignedTraffic = c.Sync.Translate.UnassignedTraffic
-	if err := c.Select.Validate(); err != nil {
+	if err := c.selection().Validate(); err != nil {
 		return fmt.Errorf("host selection: %w", err)
 	}
 	le := &c.LeaderElection
 	if le.Enabled {
 		if le.Namespace == "" || le.Name == "" {
 			return fmt.Errorf("leader election needs a lease namespace and name")
-		}
-		if le.Identity == "" {
-			h, _ := os.Hostname()
-			le.Identity = fmt.Sprintf("%s_%d", h, os.Getpid())
 		}
 		if le.LeaseDuration <= le.RenewDeadline || le.RenewDeadline <= le.RetryPeriod || le.RetryPeriod <= 0 {
 			return fmt.Errorf("leader election durations must satisfy lease > renew deadline > retry period > 0")
@@ -201,7 +219,8 @@ type Clients struct {
 // New connects to the API server and NB (retrying NB until ctx ends) and
 // builds the controllers; nothing runs until Run.
 func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*Master, error) {
-	if err := cfg.Validate(); err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(true); err != nil {
 		return nil, err
 	}
 	kube, err := kubernetes.NewForConfig(rc)
@@ -258,6 +277,7 @@ func NewFromClients(ctx context.Context, cfg Config, cl Clients, log *logrus.Ent
 	if cl.NB != nil {
 		cfg.Mode = ModeCentral
 	}
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(false); err != nil {
 		return nil, err
 	}
@@ -301,7 +321,7 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 	}
 	if err == nil && cfg.runs(ControllerSelection) {
 		m.probeEgressNodes(&cfg)
-		m.sel, err = selection.New(cfg.Select, log.WithField("controller", "selection"), cl.Kube, cl.Egress, m.kubeInf, m.egInf, recorder)
+		m.sel, err = selection.New(cfg.selection(), log.WithField("controller", "selection"), cl.Kube, cl.Egress, m.kubeInf, m.egInf, recorder)
 	}
 	if err == nil {
 		err = m.buildEgressIP(cfg, cl.EgressIP, cl.NB, log, recorder)

@@ -110,21 +110,27 @@ const DefaultHostMovesBound = time.Second
 // without NAT.match.
 const DefaultNATBatchWindow = time.Second
 
-// Validate checks the configuration and fills defaults.
-func (c *Config) Validate() error {
+// Validate checks the configuration; a zero size means its default
+// (WithDefaults). It changes nothing.
+func (c Config) Validate() error {
 	if err := c.Translate.Validate(); err != nil {
 		return err
 	}
-	if c.BatchWindow < 0 || c.ResyncInterval < 0 {
-		return fmt.Errorf("negative durations are not allowed")
+	if c.BatchWindow < 0 || c.ResyncInterval < 0 || c.MaxBatch < 0 || c.HostMovesBound < 0 {
+		return fmt.Errorf("negative durations and sizes are not allowed")
 	}
+	return nil
+}
+
+// WithDefaults returns c with the default of each size left zero.
+func (c Config) WithDefaults() Config {
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 1000
 	}
 	if c.HostMovesBound <= 0 {
 		c.HostMovesBound = DefaultHostMovesBound
 	}
-	return nil
+	return c
 }
 
 // Controller converges the NB rows of every key on the cluster's objects.
@@ -213,6 +219,7 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	if cfg.Translate.Backend == translate.BackendOVN {
 		shape := "one NAT row per endpoint"
 		if features.NATMatch {

@@ -132,8 +132,9 @@ func DefaultConfig() Config {
 		HealthMaxRate: DefaultMaxRate, UnassignedTraffic: translate.UnassignedAllow, MaxPerNode: DefaultMaxPerNode, SelectorMoveDamping: DefaultSelectorMoveDamping, MaxBatch: 1000, Writers: 16}
 }
 
-// Validate checks the configuration and fills the defaults of unset fields.
-func (c *Config) Validate() error {
+// WithDefaults returns c with DefaultConfig's value in each field left
+// zero that has a default.
+func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	if c.HealthCheckPort == 0 {
 		c.HealthCheckPort = d.HealthCheckPort
@@ -153,8 +154,14 @@ func (c *Config) Validate() error {
 	if c.Writers <= 0 {
 		c.Writers = d.Writers
 	}
+	return c
+}
+
+// Validate checks the configuration; a zero field that has a default
+// (WithDefaults) is valid. It changes nothing.
+func (c Config) Validate() error {
 	switch {
-	case c.HealthCheckPort < 1 || c.HealthCheckPort > 65535:
+	case c.HealthCheckPort < 0 || c.HealthCheckPort > 65535:
 		return fmt.Errorf("health-check port %d is not within 1..65535", c.HealthCheckPort)
 	case c.HealthInterval < 0 || c.HealthTimeout < 0 || c.HealthMaxRate < 0:
 		return fmt.Errorf("health-check interval, timeout and max rate must not be negative")
@@ -162,9 +169,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("the cap of services per node must not be negative")
 	case c.SelectorMoveDamping < 0:
 		return fmt.Errorf("the selector move damping must not be negative")
-	case c.HealthCheckMode != ModeAny && c.HealthCheckMode != ModeConnect:
+	case c.HealthCheckMode != "" && c.HealthCheckMode != ModeAny && c.HealthCheckMode != ModeConnect:
 		return fmt.Errorf("unknown health-check mode %q (want %s or %s)", c.HealthCheckMode, ModeAny, ModeConnect)
-	case c.UnassignedTraffic != translate.UnassignedAllow && c.UnassignedTraffic != translate.UnassignedDrop:
+	case c.UnassignedTraffic != "" && c.UnassignedTraffic != translate.UnassignedAllow && c.UnassignedTraffic != translate.UnassignedDrop:
 		return fmt.Errorf("unknown unassigned-traffic policy %q (want allow or drop)", c.UnassignedTraffic)
 	case len(c.ClusterSubnets) == 0:
 		return fmt.Errorf("host selection needs the cluster subnets")

@@ -111,6 +111,7 @@ func New(cfg Config, log *logrus.Entry, kube kubernetes.Interface, egress egress
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	esInf := egressInf.K8s().V1().EgressServices()
 	svcInf := kubeInf.Core().V1().Services()
 	sliceInf := kubeInf.Discovery().V1().EndpointSlices()

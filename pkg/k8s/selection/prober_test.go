@@ -209,8 +209,14 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.HealthCheckPort != 9 || c.HealthTimeout != 500*time.Millisecond || c.HealthCheckMode != selection.ModeAny || c.HealthInterval != 0 {
-		t.Fatalf("defaults: %+v", c)
+	// Validate changes nothing; WithDefaults fills what has a default.
+	if c.HealthCheckPort != 0 || c.HealthCheckMode != "" {
+		t.Fatalf("Validate changed the configuration: %+v", c)
+	}
+	if d := c.WithDefaults(); d.HealthCheckPort != 9 || d.HealthTimeout != 500*time.Millisecond || d.HealthCheckMode != selection.ModeAny || d.HealthInterval != 0 {
+		t.Fatalf("defaults: %+v", d)
+	} else if err := d.Validate(); err != nil {
+		t.Fatalf("the defaults: %v", err)
 	}
 	for _, bad := range []selection.Config{
 		{ClusterSubnets: subnets, HealthCheckPort: 70000},
