@@ -56,7 +56,7 @@ func shapeNode(n *corev1.Node, i int) {
 	n.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
 	n.Status.NodeInfo = corev1.NodeSystemInfo{MachineID: fmt.Sprintf("%032x", i), SystemUUID: fmt.Sprintf("ec2%029x", i),
 		BootID: fmt.Sprintf("%032x", i+1), KernelVersion: "6.1.0-28-cloud-amd64", OSImage: "Debian GNU/Linux 12 (bookworm)",
-		ContainerRuntimeVersion: "containerd://1.7.24", KubeletVersion: "v1.34.1", KubeProxyVersion: "v1.34.1",
+		ContainerRuntimeVersion: "containerd://1.7.24", KubeletVersion: "v1.34.1",
 		OperatingSystem: "linux", Architecture: "amd64"}
 	for j := range nodeImages {
 		repo := fmt.Sprintf("registry.example/team-%02d/service-%02d", j%7, j)
