@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"net/netip"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -81,20 +82,29 @@ func byHostLabel(obj any) ([]string, error) {
 	return []string{translate.NodeLabel(es.Namespace, es.Name)}, nil
 }
 
+// addIndexersMu serializes AddIndexers in the process: client-go's
+// GetIndexers returns its live map, which an AddIndexers of another
+// controller on the same informer may be writing.
+var addIndexersMu sync.Mutex
+
 // AddIndexers adds the named shared indexers to inf, skipping those another
-// controller on the same informer has added already. Call it before the
-// informer starts.
+// controller on the same informer has added already. Controllers of one
+// process (a node agent and its zone's translation, informer.Shared) add
+// theirs side by side, possibly to a running informer; the look and the
+// add are one step for all of them (addIndexersMu).
 func AddIndexers(inf cache.SharedIndexInformer, names ...string) error {
-	have := inf.GetIndexer().GetIndexers()
 	add := cache.Indexers{}
 	for _, n := range names {
 		f, ok := indexFunc(n)
 		if !ok {
 			return fmt.Errorf("no shared indexer %q", n)
 		}
-		if _, dup := have[n]; !dup {
-			add[n] = f
-		}
+		add[n] = f
+	}
+	addIndexersMu.Lock()
+	defer addIndexersMu.Unlock()
+	for n := range inf.GetIndexer().GetIndexers() {
+		delete(add, n)
 	}
 	if len(add) == 0 {
 		return nil
