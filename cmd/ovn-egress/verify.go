@@ -191,15 +191,17 @@ const flowSettle = 3 * time.Second
 // NAT rows of keys that no logical flow names.
 func unflowed(ctx context.Context, c *cli.Context, nbCfg ovn.ClientConfig, nb client.Client, keys []translate.Key) ([]ovn.Unflowed, error) {
 	sbCfg := nbCfg
+	const hint = "give --sb-address (or --sb-address=none to skip the check of logical flows)"
+	derived := false
 	switch a := c.String("sb-address"); a {
 	case "none":
 		return nil, nil
 	case "":
 		addrs, err := ovn.SBAddresses(nbCfg.Addresses)
 		if err != nil {
-			return nil, fmt.Errorf("%w: give --sb-address (or --sb-address=none to skip the check of logical flows)", err)
+			return nil, fmt.Errorf("%w: %s", err, hint)
 		}
-		sbCfg.Addresses = addrs
+		sbCfg.Addresses, derived = addrs, true
 	default:
 		addrs, err := ovn.ParseAddresses(a)
 		if err != nil {
@@ -208,6 +210,9 @@ func unflowed(ctx context.Context, c *cli.Context, nbCfg ovn.ClientConfig, nb cl
 		sbCfg.Addresses = addrs
 	}
 	sb, err := ovn.NewSBClient(ctx, sbCfg, nil)
+	if err != nil && derived {
+		return nil, fmt.Errorf("%w (derived from --nb-address): %s", err, hint)
+	}
 	if err != nil {
 		return nil, err
 	}

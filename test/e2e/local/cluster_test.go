@@ -689,7 +689,9 @@ func (c *cluster) assertNoLeak() {
 func (c *cluster) verify(ctx context.Context) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	args := append([]string{"verify", "--kubeconfig=" + kube.Kubeconfig, "--nb-address=" + c.ovn.NBAddress(), "--snat-backend=host",
+	// The SB is named: a RAFT NB's members' sockets (the chaos soak's)
+	// follow no naming the SB's could be derived from.
+	args := append([]string{"verify", "--kubeconfig=" + kube.Kubeconfig, "--nb-address=" + c.ovn.NBAddress(), "--sb-address=" + c.ovn.SBAddress(), "--snat-backend=host",
 		"--unassigned-traffic=" + c.opts.unassigned}, c.subnetFlags()...)
 	return exec.CommandContext(ctx, bin, args...).CombinedOutput()
 }
