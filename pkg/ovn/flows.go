@@ -3,6 +3,7 @@ package ovn
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -175,20 +176,12 @@ func SBAddresses(nb []string) ([]string, error) {
 			}
 			out = append(out, "unix:"+dir+strings.Replace(file, "nb", "sb", 1))
 		default:
-			host, port, ok := cutLast(rest, ":")
-			if !ok || port != "6641" {
+			host, port, err := net.SplitHostPort(rest)
+			if err != nil || port != "6641" {
 				return nil, fmt.Errorf("cannot derive the SB's address from %s (not port 6641)", a)
 			}
-			out = append(out, scheme+":"+host+":6642")
+			out = append(out, scheme+":"+net.JoinHostPort(host, "6642"))
 		}
 	}
 	return out, nil
-}
-
-func cutLast(s, sep string) (before, after string, found bool) {
-	i := strings.LastIndex(s, sep)
-	if i < 0 {
-		return s, "", false
-	}
-	return s[:i], s[i+len(sep):], true
 }
