@@ -2,7 +2,7 @@
 # Regenerates every generated file in the repository:
 #   pkg/nbdb, pkg/sbdb            libovsdb modelgen -extended, from the schemas committed there
 #   pkg/nbdbext                   the same, for the newer NB tables ovn-egress uses where present
-#   pkg/k8s/apis/.../zz_generated  deepcopy (k8s.io/code-generator)
+#   pkg/apis/.../zz_generated  deepcopy (k8s.io/code-generator)
 #   pkg/k8s/client                 clientset (+fake), listers, informers (k8s.io/code-generator)
 #   dist/crds                      the EgressService and EgressIP CRDs (sigs.k8s.io/controller-tools)
 # Generator versions are pinned by hack/tools/go.mod. Run from anywhere; it
@@ -12,7 +12,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MOD=github.com/ovn-egress/ovn-egress
 TOOLS=${TOOLS_DIR:-$ROOT/bin/tools}
 HEADER=$ROOT/hack/boilerplate.go.txt
-API_PKG=$MOD/pkg/k8s/apis/egressservice/v1
+API_PKG=$MOD/pkg/apis/egressservice/v1
 CLIENT_PKG=$MOD/pkg/k8s/client
 
 mkdir -p "$TOOLS"
@@ -58,11 +58,11 @@ gen_clients() { # api package, client package, output dir
     --output-pkg "$2/informers" --output-dir "$3/informers" "$1"
 }
 gen_clients "$API_PKG" "$CLIENT_PKG" pkg/k8s/client
-gen_clients "$MOD/pkg/k8s/apis/egressip/v1" "$CLIENT_PKG/egressip" pkg/k8s/client/egressip
+gen_clients "$MOD/pkg/apis/egressip/v1" "$CLIENT_PKG/egressip" pkg/k8s/client/egressip
 
 # CRD.
-"$TOOLS/controller-gen" crd:crdVersions=v1 paths=./pkg/k8s/apis/... output:crd:artifacts:config=dist/crds
-gofmt -w pkg/nbdb pkg/nbdbext pkg/sbdb pkg/k8s/client pkg/k8s/apis
+"$TOOLS/controller-gen" crd:crdVersions=v1 paths=./pkg/apis/... output:crd:artifacts:config=dist/crds
+gofmt -w pkg/nbdb pkg/nbdbext pkg/sbdb pkg/k8s/client pkg/apis
 
 # dist/'s Deployments, DaemonSets and RBAC from the Helm chart.
 TOOLS_DIR=$TOOLS "$ROOT/hack/render-dist.sh"

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressip/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
 )
 
 // TestTranslateEgressIP: `translate -f` of Nodes, a Namespace, Pods and an

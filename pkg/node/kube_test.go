@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/node"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"

@@ -14,8 +14,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/nbdb"
 	"github.com/ovn-egress/ovn-egress/pkg/nbdbext"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressip/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
 )
 
 // The NB rows of EgressIP (docs/egressip.md), shaped to scale with egress

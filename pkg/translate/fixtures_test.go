@@ -9,8 +9,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 )
 
 // world is a small cluster for table tests: nodes node1..nodeN with kind-like

@@ -10,7 +10,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 )
 
 // dirt is what the master's handlers record between two syncs: per key,

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 )
 
 // BenchmarkTranslateScale translates 10,000 services × 4 endpoints on 50

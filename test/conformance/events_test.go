@@ -13,7 +13,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 )
 
 // fieldValidation=Strict|Warn|Ignore (and the default, Warn) on POST, PUT

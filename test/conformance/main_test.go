@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 )
 

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	egressv1informers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions/egressservice/v1"
 	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"

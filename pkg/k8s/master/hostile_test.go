@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/node"
 	"github.com/ovn-egress/ovn-egress/pkg/observe"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"

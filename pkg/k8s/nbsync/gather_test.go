@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 )
 
 // A service that moved between two reads of the host index is found twice,

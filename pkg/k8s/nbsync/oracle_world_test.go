@@ -16,8 +16,8 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 	egressfake "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/fake"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"

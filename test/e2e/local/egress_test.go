@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
+	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	egressv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
 )
 
 func anyHost(h string) bool { return h != "" && h != egressv1.HostAll }

@@ -19,7 +19,7 @@ limitations under the License.
 package fake
 
 import (
-	k8sv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	k8sv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"

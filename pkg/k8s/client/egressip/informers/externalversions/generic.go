@@ -21,7 +21,7 @@ package externalversions
 import (
 	fmt "fmt"
 
-	v1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	v1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressip/v1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )

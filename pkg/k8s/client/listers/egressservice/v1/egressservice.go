@@ -19,7 +19,7 @@ limitations under the License.
 package v1
 
 import (
-	egressservicev1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressservicev1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	labels "k8s.io/apimachinery/pkg/labels"
 	listers "k8s.io/client-go/listers"
 	cache "k8s.io/client-go/tools/cache"

@@ -22,7 +22,7 @@ import (
 	context "context"
 	time "time"
 
-	apisegressservicev1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	apisegressservicev1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	versioned "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	internalinterfaces "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions/internalinterfaces"
 	egressservicev1 "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"

@@ -21,7 +21,7 @@ package v1
 import (
 	context "context"
 
-	egressservicev1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressservicev1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	scheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	types "k8s.io/apimachinery/pkg/types"

@@ -21,7 +21,7 @@ package v1
 import (
 	http "net/http"
 
-	egressservicev1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	egressservicev1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	scheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/scheme"
 	rest "k8s.io/client-go/rest"
 )

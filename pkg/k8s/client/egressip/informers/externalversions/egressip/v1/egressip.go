@@ -22,7 +22,7 @@ import (
 	context "context"
 	time "time"
 
-	apisegressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	apisegressipv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressip/v1"
 	versioned "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
 	internalinterfaces "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions/internalinterfaces"
 	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/listers/egressip/v1"

@@ -19,7 +19,7 @@ limitations under the License.
 package fake
 
 import (
-	v1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	v1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	egressservicev1 "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/typed/egressservice/v1"
 	gentype "k8s.io/client-go/gentype"
 )

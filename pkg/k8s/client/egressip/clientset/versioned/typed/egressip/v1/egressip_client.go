@@ -21,7 +21,7 @@ package v1
 import (
 	http "net/http"
 
-	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressip/v1"
 	scheme "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned/scheme"
 	rest "k8s.io/client-go/rest"
 )

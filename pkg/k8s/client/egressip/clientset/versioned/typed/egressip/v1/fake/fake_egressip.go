@@ -19,7 +19,7 @@ limitations under the License.
 package fake
 
 import (
-	v1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressip/v1"
+	v1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressip/v1"
 	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned/typed/egressip/v1"
 	gentype "k8s.io/client-go/gentype"
 )

@@ -6,7 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/ovn-egress/ovn-egress/pkg/k8s/apis/egressservice/v1"
+	v1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/fake"
 )
 
