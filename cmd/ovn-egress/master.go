@@ -240,17 +240,17 @@ func masterConfig(c *cli.Context, resolve func(*translate.Config) error) (master
 			return cfg, err
 		}
 	}
-	if cfg.Sync.Translate, err = translateConfig(c); err != nil {
+	if cfg.Translation.Translate, err = translateConfig(c); err != nil {
 		return cfg, err
 	}
-	if err := resolve(&cfg.Sync.Translate); err != nil {
+	if err := resolve(&cfg.Translation.Translate); err != nil {
 		return cfg, err
 	}
-	if cfg.Sync.Translate.Backend == translate.BackendOVN {
-		cfg.Sync.BatchWindow = c.Duration("nat-batch-window")
-		cfg.Sync.AutoBatchWindow = !c.IsSet("nat-batch-window")
+	if cfg.Translation.Translate.Backend == translate.BackendOVN {
+		cfg.Translation.BatchWindow = c.Duration("nat-batch-window")
+		cfg.Translation.AutoBatchWindow = !c.IsSet("nat-batch-window")
 	}
-	cfg.Sync.ResyncInterval = c.Duration("resync-interval")
+	cfg.Translation.ResyncInterval = c.Duration("resync-interval")
 	cfg.StatusHold, cfg.ConflictClearAfter = c.Duration("status-hold"), c.Duration("conflict-clear-after")
 	cfg.Instance = c.String("instance")
 	if cfg.Select, err = selectConfig(c); err != nil {

@@ -103,7 +103,7 @@ func nodeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			zcfg.Observe, zcfg.Sync.Work = cfg.Observe, cfg.Work
+			zcfg.Observe, zcfg.Translation.Work = cfg.Observe, cfg.Work
 			// Another install holding the zone's NB has its agent here too.
 			relay := &coexist.Relay{}
 			zcfg.Relay, cfg.ZoneClaim = relay, relay
@@ -118,7 +118,7 @@ func nodeCommand() *cli.Command {
 			done := make(chan error, 2)
 			go func() { done <- node.RunAgent(ctx, cfg, kube, egress, eip, log) }()
 			clients := zone.Clients{Kube: kube, Egress: egress, EgressIP: eip, Informers: shared}
-			go func() { done <- zone.Run(ctx, zcfg, clients, log.WithField("zone", zcfg.Sync.Zone)) }()
+			go func() { done <- zone.Run(ctx, zcfg, clients, log.WithField("zone", zcfg.Translation.Zone)) }()
 			first := <-done
 			cancel()
 			return errors.Join(first, <-done)
@@ -135,10 +135,10 @@ func zoneConfig(c *cli.Context, tc translate.Config) (zone.Config, error) {
 	if cfg.NB, err = nbConfig(c); err != nil {
 		return cfg, err
 	}
-	cfg.Sync.Translate = tc
-	cfg.Sync.Zone = c.String("zone")
-	cfg.Sync.ResyncInterval = 5 * time.Minute
-	return cfg, cfg.Sync.Validate()
+	cfg.Translation.Translate = tc
+	cfg.Translation.Zone = c.String("zone")
+	cfg.Translation.ResyncInterval = 5 * time.Minute
+	return cfg, cfg.Translation.Validate()
 }
 
 func nodeConfig(c *cli.Context) (node.Config, error) {

@@ -15,7 +15,7 @@ import (
 	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressip/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/zone"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -61,7 +61,7 @@ func TestVerifyZonesEgressIP(t *testing.T) {
 		tc := translate.DefaultConfig()
 		tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
 		cfg := zone.Config{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Node: name, ReportNamespace: testenv.ReportNamespace,
-			Sync: nbsync.Config{Translate: tc, Zone: name}, EgressIP: true}
+			Translation: translation.Config{Translate: tc, Zone: name}, EgressIP: true}
 		go func() {
 			done <- zone.Run(zctx, cfg, zone.Clients{Kube: kube.Client, Egress: kube.Egress, EgressIP: eips}, logrus.NewEntry(quiet))
 		}()

@@ -63,10 +63,6 @@ func BenchmarkBuildPlanDrain(b *testing.B) {
 	for _, n := range topo.Nodes {
 		drain = append(drain, translate.NodeKey(n.Name))
 	}
-	in.Only = map[translate.Key]bool{}
-	for _, k := range drain {
-		in.Only[k] = true
-	}
 	desired := translate.Translate(in)
 	b.ResetTimer()
 	for range b.N {

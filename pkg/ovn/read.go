@@ -106,6 +106,16 @@ func CurrentMembers(ctx context.Context, c client.Client, keys []translate.Key, 
 	return nil
 }
 
+// AddressSetMembers returns the addresses of the address set name as the
+// NB cache has it (nil when there is none).
+func AddressSetMembers(c client.Client, name string) []string {
+	as := &nbdb.AddressSet{Name: name}
+	if err := c.Get(context.Background(), as); err != nil {
+		return nil
+	}
+	return as.Addresses
+}
+
 // ForeignClusterRoutes returns the cluster subnets that already have a
 // src-ip static route on ovn_cluster_router that ovn-egress does not own
 // (ovn-kubernetes adds one per zone when its egress features are on).
@@ -206,6 +216,14 @@ func OVNKubeEgressIPActive(ctx context.Context, c client.Client) (bool, error) {
 		}
 	}
 	return false, ctx.Err()
+}
+
+// IsOVNKubeNoReroute reports whether a policy is one of ovn-kubernetes'
+// EgressIP no-reroute policies (they come and go with its EgressIP).
+func IsOVNKubeNoReroute(p *nbdb.LogicalRouterPolicy) bool {
+	ids := p.ExternalIDs
+	return ids[translate.KeyOwnerController] != translate.OwnerController && ids[translate.KeyOwnerType] == "EgressIP" &&
+		strings.HasPrefix(ids[translate.KeyName], "EIP-No-Reroute")
 }
 
 // EgressIPServedPods is the k8s.ovn.org/name of ovn-kubernetes' EgressIP

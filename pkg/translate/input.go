@@ -140,10 +140,6 @@ type Input struct {
 	Services map[string]*corev1.Service
 	// EndpointSlices by the "namespace/name" of their Service.
 	EndpointSlices map[string][]*discoveryv1.EndpointSlice
-	// Endpoints, optional, holds ServiceEndpoints already computed for some
-	// services (a controller caches them while the objects are unchanged);
-	// services without an entry are computed from EndpointSlices.
-	Endpoints map[string][]Endpoint
 	// Nodes by name.
 	Nodes map[string]*NodeInfo
 	// Gateways by node name, read from NB; a node without an entry falls back
@@ -154,38 +150,10 @@ type Input struct {
 	// its endpoints that are already there, and gains new ones only once the
 	// report catches up.
 	Current map[string][]string
-	// Only, when set, limits the output to these keys (the rest of the input
-	// is still read, for conflicts between services).
-	Only map[Key]bool
 	// Zone, when set, computes the rows of that interconnect zone only (its
 	// own NB): the nodes whose zone (k8s.ovn.org/zone-name, else the node's
 	// own name) is Zone. Empty: one central NB holding every node.
 	Zone string
-	// Memo, optional, carries results between the translations of one
-	// caller to save work; the result is the same without it.
-	Memo *Memo
-	// Kept, with a Memo, are EgressServices whose result the Memo holds and
-	// the caller vouches for: Memo.Reusable accepted each with its current
-	// Service and endpoints, and none shares an endpoint address with
-	// another EgressService. Their Services and endpoints need not be in the
-	// maps above, and their problems are not reported again (Desired.Problems
-	// covers EgressServices only). A host's rows are complete when each of
-	// its EgressServices is in EgressServices or Kept. A Kept service the Memo
-	// no longer holds (its configuration changed) makes the result Stale.
-	Kept []*egressv1.EgressService
-	// Unlisted, with a Memo, are node keys whose EgressServices the caller
-	// did not list: such a host keeps the contributions of its last
-	// translation with this Memo, but for those of the services given in
-	// EgressServices or Kept, which go wherever they are hosted now. So a
-	// drain that moved 200 services costs those 200, not every service of
-	// every host they moved onto. A caller gives a key here only when
-	// nothing but the status.host of given services changed since that
-	// translation (no Service, endpoint, Node, report or gateway change).
-	// The Memo vouches for the rest — the key was translated since it
-	// began, and every contribution it keeps is the current result of a
-	// service it holds — or the result is Stale. Not with
-	// --unassigned-traffic=drop or a Zone (Stale).
-	Unlisted map[Key]bool
 	// ForeignClusterRoutes are the cluster subnets that already have a src-ip
 	// route on ovn_cluster_router written by someone else (ovn-kubernetes'
 	// egress features): the zone translation does not add its own then.

@@ -340,30 +340,6 @@ func TestReadinessHandshake(t *testing.T) {
 	}
 }
 
-// TestOnlyRestrictsKeys: Only limits the output without changing the rows.
-func TestOnlyRestrictsKeys(t *testing.T) {
-	w := newWorld(3)
-	w.es("ns/a", "node1")
-	w.svc("ns/a", "172.18.0.100")
-	w.eps("ns/a", "10.244.2.5@node2")
-	w.es("ns/b", "node2")
-	w.svc("ns/b", "172.18.0.101")
-	w.eps("ns/b", "10.244.3.5@node3")
-	w.ready("node1", "ns/a")
-	w.ready("node2", "ns/b")
-	all := Translate(w.in)
-	w.in.Only = map[Key]bool{NodeKey("node2"): true}
-	only := Translate(w.in)
-	if got := only.Keys(); !slices.Equal(got, []Key{NodeKey("node2")}) {
-		t.Fatalf("keys = %v", got)
-	}
-	a, _ := YAML(&Desired{Rows: map[Key]*Rows{NodeKey("node2"): all.Rows[NodeKey("node2")]}})
-	b, _ := YAML(&Desired{Rows: only.Rows})
-	if string(a) != string(b) {
-		t.Errorf("rows differ:\n%s\n%s", a, b)
-	}
-}
-
 func TestAddressSetNameMatchesOVNKubernetes(t *testing.T) {
 	// Values ovn-kubernetes hard-codes in its tests (reference §1.3).
 	for id, want := range map[string]string{

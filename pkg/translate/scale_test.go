@@ -10,7 +10,7 @@ import (
 // BenchmarkTranslateScale translates 10,000 services × 4 endpoints on 50
 // hosts (the size of DESIGN §6), all keys at once.
 func BenchmarkTranslateScale(b *testing.B) {
-	w := scaleWorld(false)
+	w := scaleWorld()
 	if d := Translate(w.in); len(d.Problems) > 0 {
 		b.Logf("%d problems, first %v", len(d.Problems), d.Problems[0])
 	}
@@ -23,53 +23,41 @@ func BenchmarkTranslateScale(b *testing.B) {
 	}
 }
 
-// BenchmarkTranslateDrainMemo is the master's translation when a host is
-// drained at the scale above: its 200 services move to the other 49 hosts
-// and every host is translated again, with the Memo of the translations
-// before (endpoints cached, as the controller gives them).
-func BenchmarkTranslateDrainMemo(b *testing.B) {
-	w := scaleWorld(true)
-	w.in.Memo = NewMemo()
-	Translate(w.in)
+// BenchmarkIndexDrain is the master's translation when a host is drained
+// at the scale above: its 200 services move to the other 49 hosts, the
+// Index translates those 200 again and renders the 50 hosts' rows.
+func BenchmarkIndexDrain(b *testing.B) {
+	w := scaleWorld()
+	x := w.index()
+	x.Rows(x.Keys())
+	x.Touched()
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
-		w.drain(i)
+		moved := w.drain(i)
 		b.StartTimer()
-		if d := Translate(w.in); len(d.Rows) < 49 {
+		for _, es := range moved {
+			key := EgressServiceKey(es)
+			x.SetService(ServiceObjects{EgressService: es, Service: w.in.Services[key], Slices: w.in.EndpointSlices[key]})
+		}
+		touched := x.Touched()
+		if d := x.Rows(touched); len(d.Rows) < 49 {
 			b.Fatal(len(d.Rows))
 		}
 	}
-	st := w.in.Memo.Stats()
-	b.ReportMetric(float64(st.Services-st.ServicesReused), "services-resolved")
-	b.ReportMetric(float64(st.Sets-st.SetsReused), "sets-rendered")
 }
 
-// BenchmarkTranslateDrainUnlisted is the same drain as the master syncs it
-// now: only the 200 moved services are listed, every host is Unlisted and
-// keeps its other services' contributions from the Memo.
-func BenchmarkTranslateDrainUnlisted(b *testing.B) {
-	w := scaleWorld(true)
-	w.in.Memo = NewMemo()
-	w.in.Only = map[Key]bool{}
-	for n := range 50 {
-		w.in.Only[NodeKey(fmt.Sprintf("node%d", n+1))] = true
+// index is an Index of the world's input.
+func (w *world) index() *Index {
+	x := NewIndex(w.in.Config, w.in.Zone, MembersMap(w.in.Current))
+	for name, n := range w.in.Nodes {
+		x.SetNode(name, n)
 	}
-	Translate(w.in)
-	in := w.in
-	in.Unlisted = w.in.Only
-	b.ResetTimer()
-	for i := range b.N {
-		b.StopTimer()
-		in.EgressServices = w.drain(i)
-		b.StartTimer()
-		if d := Translate(in); len(d.Rows) < 49 || d.Stale {
-			b.Fatal(len(d.Rows), d.Stale)
-		}
+	for _, es := range w.in.EgressServices {
+		key := EgressServiceKey(es)
+		x.SetService(ServiceObjects{EgressService: es, Service: w.in.Services[key], Slices: w.in.EndpointSlices[key]})
 	}
-	st := w.in.Memo.Stats()
-	b.ReportMetric(float64(st.Services), "services-listed")
-	b.ReportMetric(float64(st.Unlisted), "contributions-kept")
+	return x
 }
 
 // drain moves the services of scaleWorld's host 1+i%50 to the other 49,
@@ -89,14 +77,10 @@ func (w *world) drain(i int) []*egressv1.EgressService {
 }
 
 // scaleWorld is 10,000 services × 4 endpoints hosted on 50 nodes, agents
-// taken as ready; with endpoints, their parsed endpoints are given as the
-// controller gives them.
-func scaleWorld(endpoints bool) *world {
+// taken as ready.
+func scaleWorld() *world {
 	w := newWorld(50)
 	w.in.Config.AssumeAgentsReady = true
-	if endpoints {
-		w.in.Endpoints = map[string][]Endpoint{}
-	}
 	for s := 0; s < 10000; s++ {
 		key := fmt.Sprintf("ns%d/svc%d", s%100, s)
 		w.es(key, fmt.Sprintf("node%d", 1+s%50))
@@ -107,9 +91,6 @@ func scaleWorld(endpoints bool) *world {
 			eps = append(eps, fmt.Sprintf("10.244.%d.%d@node%d", i/250, 1+i%250, 1+i%50))
 		}
 		w.eps(key, eps...)
-		if endpoints {
-			w.in.Endpoints[key] = ServiceEndpoints(w.in.Services[key], w.in.EndpointSlices[key], w.in.Config.ClusterSubnets)
-		}
 	}
 	return w
 }

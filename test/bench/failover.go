@@ -15,7 +15,7 @@ import (
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -189,7 +189,7 @@ func (b *bench) failover(ctx context.Context, r *result, backend translate.Backe
 	}
 	bound := b.opts.hostMoves
 	if bound <= 0 {
-		bound = nbsync.DefaultHostMovesBound
+		bound = translation.DefaultHostMovesBound
 	}
 	r.note("%stranslation waits for host selection's status writes (the HostMoves gate) at most %v; 1ns means it syncs at every echo, as before the gate", p, bound)
 	r.note("%sthe prober is the bench's: a dead host's probe gets no answer until its %v timeout, probed every %v (the defaults); node agents are taken as ready (no readiness handshake delay); %d hosts fail one after the other; the timeline is the best round's, the NB part's target is on the median and the p99 of the rounds",

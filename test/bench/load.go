@@ -11,7 +11,7 @@ import (
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressfake "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/fake"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -40,7 +40,7 @@ type loaded struct {
 // (1 s) with the ovn backend on an NB without NAT.match, none otherwise.
 func (w *world) batchWindow(b translate.Backend) time.Duration {
 	if b == translate.BackendOVN && !w.natMatch {
-		return nbsync.DefaultNATBatchWindow
+		return translation.DefaultNATBatchWindow
 	}
 	return 0
 }

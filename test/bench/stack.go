@@ -18,7 +18,7 @@ import (
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -35,7 +35,7 @@ type stackOpts struct {
 	cfg      translate.Config
 	batch    time.Duration
 	resync   time.Duration
-	// hostMoves is nbsync's HostMovesBound (0: the default).
+	// hostMoves is the translation controller's HostMovesBound (0: the default).
 	hostMoves time.Duration
 	// selection, when set, also runs host selection with this config.
 	selection *selection.Config
@@ -49,7 +49,7 @@ type stackOpts struct {
 type stack struct {
 	nb      client.Client
 	m       *master.Master
-	sync    *nbsync.Controller
+	sync    *translation.Controller
 	sel     *selection.Controller
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
@@ -64,7 +64,7 @@ type stack struct {
 
 func startStack(ctx context.Context, o stackOpts, log *logrus.Entry) (*stack, error) {
 	s := &stack{started: time.Now(), done: make(chan error, 1)}
-	cfg := master.Config{Sync: nbsync.Config{Translate: o.cfg, BatchWindow: o.batch, ResyncInterval: o.resync, HostMovesBound: o.hostMoves},
+	cfg := master.Config{Translation: translation.Config{Translate: o.cfg, BatchWindow: o.batch, ResyncInterval: o.resync, HostMovesBound: o.hostMoves},
 		Select: selection.DefaultConfig()}
 	if o.selection != nil {
 		cfg.Select = *o.selection
@@ -88,7 +88,7 @@ func startStack(ctx context.Context, o stackOpts, log *logrus.Entry) (*stack, er
 		}
 		return nil, fmt.Errorf("build the master: %w", err)
 	}
-	s.sync, s.sel = s.m.Sync(), s.m.Select()
+	s.sync, s.sel = s.m.Translation(), s.m.Select()
 	s.kubeInf, s.egInf = s.m.Informers()
 	cctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel

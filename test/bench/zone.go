@@ -11,7 +11,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	egressfake "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/fake"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/zone"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -91,7 +91,7 @@ func (b *bench) runZone(ctx context.Context, r *result) error {
 	if _, err := z.waitIdle(ctx); err != nil {
 		return err
 	}
-	st := z.t.Sync().Stats()
+	st := z.t.Translation().Stats()
 	// The restart below starts a new translator: keep the first one's times.
 	toNB, list := l.nbDone.Sub(z.synced), z.synced.Sub(z.started)
 	r.seconds("zone agent: fill the fake clientsets", l.fill)
@@ -184,7 +184,7 @@ func (b *bench) zoneChurn(ctx context.Context, r *result, l *loaded, z *zoneStac
 
 	b.step("zone: %d changes of pods on other nodes, for services hosted in other zones", len(remoteChs))
 	mark = env.nbLog().mark()
-	syncs0 := z.t.Sync().Stats().Syncs
+	syncs0 := z.t.Translation().Stats().Syncs
 	for _, c := range remoteChs {
 		if err := l.applySlice(ctx, w, c); err != nil {
 			return err
@@ -198,7 +198,7 @@ func (b *bench) zoneChurn(ctx context.Context, r *result, l *loaded, z *zoneStac
 	if err != nil {
 		return err
 	}
-	r.metric("zone: syncs for changes elsewhere", float64(z.t.Sync().Stats().Syncs-syncs0), "syncs")
+	r.metric("zone: syncs for changes elsewhere", float64(z.t.Translation().Stats().Syncs-syncs0), "syncs")
 	r.check("zone: NB writes for changes elsewhere in the cluster", float64(tx.Transactions), "transactions", "==", 0,
 		fmt.Sprintf("%d for %d changes", tx.Transactions, len(remoteChs)), "0")
 	return nil
@@ -258,7 +258,7 @@ func (b *bench) zoneSteady(ctx context.Context, r *result, l *loaded, z *zoneSta
 	env.settle()
 	mark := env.nbLog().mark()
 	start := time.Now()
-	z.t.Sync().EnqueueAll()
+	z.t.Translation().EnqueueAll()
 	done, err := z.waitIdle(ctx)
 	if err != nil {
 		return err
@@ -323,7 +323,7 @@ type zoneStack struct {
 func (b *bench) startZone(ctx context.Context, l *loaded, name string) (*zoneStack, error) {
 	z := &zoneStack{name: name, started: time.Now(), done: make(chan error, 1)}
 	cfg := zone.Config{NB: ovn.ClientConfig{Addresses: []string{l.env.o.NBAddress()}}, Node: name, ReportNamespace: "ovn-egress",
-		Sync: nbsync.Config{Translate: l.cfg, Zone: name}}
+		Translation: translation.Config{Translate: l.cfg, Zone: name}}
 	log := b.log.WithField("zone", name)
 	t, err := zone.New(ctx, cfg, zone.Clients{Kube: l.kube, Egress: l.egress}, log)
 	if err != nil {
@@ -333,7 +333,7 @@ func (b *bench) startZone(ctx context.Context, l *loaded, name string) (*zoneSta
 	cctx, cancel := context.WithCancel(ctx)
 	z.cancel = cancel
 	go func() { z.done <- t.Run(cctx) }()
-	for !t.Sync().Synced() {
+	for !t.Translation().Synced() {
 		select {
 		case err := <-z.done:
 			z.done <- err
@@ -350,7 +350,7 @@ func (b *bench) startZone(ctx context.Context, l *loaded, name string) (*zoneSta
 // nothing queued or in flight.
 func (z *zoneStack) waitIdle(ctx context.Context) (time.Time, error) {
 	for {
-		if z.t.Sync().Stats().Syncs > 0 && z.t.Sync().Idle() {
+		if z.t.Translation().Stats().Syncs > 0 && z.t.Translation().Idle() {
 			return time.Now(), nil
 		}
 		select {

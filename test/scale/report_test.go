@@ -25,7 +25,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/node"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -101,7 +101,7 @@ func TestHostServes10000Services(t *testing.T) {
 	}()
 	tc := translate.DefaultConfig()
 	tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
-	cfg := master.Config{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Sync: nbsync.Config{Translate: tc},
+	cfg := master.Config{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Translation: translation.Config{Translate: tc},
 		Controllers: []string{master.ControllerTranslation}, ReportNamespace: testenv.ReportNamespace}
 	m, err := master.New(ctx, cfg, fast, logrus.NewEntry(log))
 	if err != nil {
@@ -119,7 +119,7 @@ func TestHostServes10000Services(t *testing.T) {
 	reported := eventuallyWithin(t, 3*time.Minute, "the agent's report to name every service", func() bool { return len(reportOf(t, "node2")) == hostedServices })
 	t.Logf("agent start → all %d services reported: %v", hostedServices, reported.Sub(agentStart).Round(time.Millisecond))
 	inNB := eventuallyWithin(t, 3*time.Minute, "every endpoint in node2's set", func() bool { return setSize(t, o, "node2") == hostedServices })
-	t.Logf("report complete → every endpoint in node2's reroute set: %v (%d NB transactions)", inNB.Sub(reported).Round(time.Millisecond), m.Sync().Stats().Transactions)
+	t.Logf("report complete → every endpoint in node2's reroute set: %v (%d NB transactions)", inNB.Sub(reported).Round(time.Millisecond), m.Translation().Stats().Transactions)
 	parts := reportParts(t, "node2")
 	total := 0
 	for name, n := range parts {

@@ -56,7 +56,7 @@ func (c *cluster) warningEvent(name, reason string, want ...string) {
 func blockedSince(c *cluster, m *master.Master, sync, sel int) {
 	c.t.Helper()
 	c.eventually("a blocked sync", func() bool {
-		return (sync < 0 || m.Sync().Stats().Blocked > sync) && (sel < 0 || m.Select().Stats().Blocked > sel)
+		return (sync < 0 || m.Translation().Stats().Blocked > sync) && (sel < 0 || m.Select().Stats().Blocked > sel)
 	})
 }
 
@@ -70,7 +70,7 @@ func TestStandsBackFromOVNKubernetesRows(t *testing.T) {
 	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
 	kube.SetHost(t, c.ns, "web", "node2")
 	cfg := c.config("standback")
-	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Translation.Translate.AssumeAgentsReady = true
 	cfg.Observe = observe.New(observe.Config{}, testLogger(t))
 	m, _ := c.start(cfg, kube.Config)
 	c.eventually("the set", func() bool { return c.setAddresses("node2") == `["10.244.1.5"]` })
@@ -96,14 +96,14 @@ func TestStandsBackFromOVNKubernetesRows(t *testing.T) {
 
 	// Meanwhile nothing is written: the endpoint change stays out of NB, and
 	// a host left by the selector keeps its status and label.
-	before, beforeSel := m.Sync().Stats(), m.Select().Stats()
+	before, beforeSel := m.Translation().Stats(), m.Select().Stats()
 	kube.SetEndpoints(t, c.ns, "web", "10.244.3.7@node3")
 	c.label("node2", "egress", "no") // a label change on the host makes selection decide its services again
 	blockedSince(c, m, before.Blocked, beforeSel.Blocked)
 	if got := c.setAddresses("node2"); got != `["10.244.1.5"]` {
 		t.Errorf("the master wrote NB during the conflict: node2's set %s", got)
 	}
-	if st := m.Sync().Stats(); st.Transactions != before.Transactions {
+	if st := m.Translation().Stats(); st.Transactions != before.Transactions {
 		t.Errorf("%d NB transactions during the conflict", st.Transactions-before.Transactions)
 	}
 
@@ -158,7 +158,7 @@ func TestHoldsAServiceWrittenByOVNKube(t *testing.T) {
 	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
 	kube.SetHost(t, c.ns, "web", "node2")
 	cfg := c.config("hold-status")
-	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Translation.Translate.AssumeAgentsReady = true
 	m, _ := c.start(cfg, kube.Config)
 	c.eventually("the set", func() bool { return c.setAddresses("node2") == `["10.244.1.5"]` })
 	c.eventually("label on node2", func() bool { return c.egressLabels()[translate.NodeLabel(c.ns, "web")] == "node2" })
@@ -246,7 +246,7 @@ func TestCentralMasterRefusesAnInterconnectZone(t *testing.T) {
 	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
 	kube.SetHost(t, c.ns, "web", "node2")
 	cfg := c.config("standback-ic")
-	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Translation.Translate.AssumeAgentsReady = true
 	m, _ := c.start(cfg, kube.Config)
 	c.eventually("the conflict", func() bool { return m.Conflict().InterconnectNB })
 	blockedSince(c, m, 0, 0)
@@ -269,7 +269,7 @@ func TestStandoffOutlastsABlink(t *testing.T) {
 	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
 	kube.SetHost(t, c.ns, "web", "node2")
 	cfg := c.config("blink")
-	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Translation.Translate.AssumeAgentsReady = true
 	cfg.ConflictClearAfter = 2 * time.Second
 	m, _ := c.start(cfg, kube.Config)
 	c.eventually("the set", func() bool { return c.setAddresses("node2") == `["10.244.1.5"]` })
@@ -283,7 +283,7 @@ func TestStandoffOutlastsABlink(t *testing.T) {
 	u := add()
 	c.eventually("the conflict", func() bool { return m.Conflict().Active() })
 	kube.SetEndpoints(t, c.ns, "web", "10.244.3.7@node3") // a change the master would write
-	before := m.Sync().Stats()
+	before := m.Translation().Stats()
 
 	// The blink: gone for half a second, back (a new row, as ovnkube
 	// writes it), for a few rounds.
@@ -296,7 +296,7 @@ func TestStandoffOutlastsABlink(t *testing.T) {
 	if !m.Conflict().Active() {
 		t.Errorf("the standoff ended during the blink")
 	}
-	if st := m.Sync().Stats(); st.Transactions != before.Transactions {
+	if st := m.Translation().Stats(); st.Transactions != before.Transactions {
 		t.Errorf("%d NB transactions during the blink", st.Transactions-before.Transactions)
 	}
 	if got := c.setAddresses("node2"); got != `["10.244.1.5"]` {

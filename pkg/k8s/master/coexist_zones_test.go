@@ -31,7 +31,7 @@ func icMaster(t *testing.T, lease string, controllers ...string) *master.Master 
 	cfg := master.Config{Mode: master.ModeIC, Controllers: controllers, ConflictClearAfter: time.Second,
 		LeaderElection: master.LeaderElection{Enabled: true, Namespace: "ovn-egress", Name: lease,
 			Identity: lease + "-" + fmt.Sprint(time.Now().UnixNano()), LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}}
-	cfg.Sync.Translate = translate.DefaultConfig()
+	cfg.Translation.Translate = translate.DefaultConfig()
 	m, err := master.New(ctx, cfg, kube.Config, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

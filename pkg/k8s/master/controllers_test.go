@@ -30,15 +30,15 @@ func TestControllersSplitAcrossTwoMasters(t *testing.T) {
 	sel := c.config("split-select")
 	sel.Controllers = []string{master.ControllerSelection}
 	sel.Select = selection.Config{HealthInterval: 100 * time.Millisecond, Prober: allReachable{}}
-	sel.Sync.Translate.AssumeAgentsReady = true
+	sel.Translation.Translate.AssumeAgentsReady = true
 	xl := c.config("split-translate")
 	xl.Controllers = []string{master.ControllerTranslation}
-	xl.Sync.Translate.AssumeAgentsReady = true
+	xl.Translation.Translate.AssumeAgentsReady = true
 	ms, _ := c.start(sel, kube.Config)
 	mt, stopXL := c.start(xl, kube.Config)
-	if ms.Sync() != nil || ms.Select() == nil || mt.Select() != nil || mt.Sync() == nil {
+	if ms.Translation() != nil || ms.Select() == nil || mt.Select() != nil || mt.Translation() == nil {
 		t.Fatalf("controllers: selecting master runs sync=%v select=%v; translating master sync=%v select=%v",
-			ms.Sync() != nil, ms.Select() != nil, mt.Sync() != nil, mt.Select() != nil)
+			ms.Translation() != nil, ms.Select() != nil, mt.Translation() != nil, mt.Select() != nil)
 	}
 
 	c.createService("web", "172.18.0.100", "10.244.1.5@node1")
@@ -51,7 +51,7 @@ func TestControllersSplitAcrossTwoMasters(t *testing.T) {
 		l := c.egressLabels()
 		return len(l) == 1 && l[translate.NodeLabel(c.ns, "web")] == host
 	})
-	if n := mt.Sync().Stats().Transactions; n == 0 {
+	if n := mt.Translation().Stats().Transactions; n == 0 {
 		t.Errorf("the translating master wrote no NB transaction")
 	}
 
@@ -165,8 +165,8 @@ func TestEgressIPControllerIsOptIn(t *testing.T) {
 	cfg.Controllers = []string{master.ControllerSelection, master.ControllerEgressIP}
 	cfg.Select = selection.Config{HealthInterval: 50 * time.Millisecond, Prober: prober}
 	m, _ := c.start(cfg, kube.Config)
-	if m.EgressIP() == nil || m.Select() == nil || m.Sync() != nil {
-		t.Fatalf("controllers: egressip=%v select=%v sync=%v; want egressip and selection", m.EgressIP() != nil, m.Select() != nil, m.Sync() != nil)
+	if m.EgressIP() == nil || m.Select() == nil || m.Translation() != nil {
+		t.Fatalf("controllers: egressip=%v select=%v sync=%v; want egressip and selection", m.EgressIP() != nil, m.Select() != nil, m.Translation() != nil)
 	}
 	eips, err := eipclient.NewForConfig(kube.Config)
 	if err != nil {

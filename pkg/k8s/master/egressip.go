@@ -31,7 +31,7 @@ func (m *Master) buildEgressIP(cfg Config, c eipclient.Interface, nb client.Clie
 		return fmt.Errorf("controller %q needs the EgressIP client", ControllerEgressIP)
 	}
 	m.eipInf = informer.EgressIP(c)
-	ecfg := egressip.Config{Work: cfg.Sync.Work, Standoff: m.coexist}
+	ecfg := egressip.Config{Work: cfg.Translation.Work, Standoff: m.coexist}
 	if m.sel != nil {
 		ecfg.Unreachable, ecfg.Recovering = m.sel.Unreachable, m.sel.Recovering
 	}
@@ -47,8 +47,8 @@ func (m *Master) buildEgressIP(cfg Config, c eipclient.Interface, nb client.Clie
 		}
 		return err
 	}
-	rcfg := egressip.RowsConfig{Translate: cfg.Sync.Translate, MaxOps: cfg.Sync.MaxOps, ResyncInterval: cfg.Sync.ResyncInterval,
-		Work: cfg.Sync.Work, NB: cfg.Sync.NB, Standoff: m.coexist}
+	rcfg := egressip.RowsConfig{Translate: cfg.Translation.Translate, MaxOps: cfg.Translation.MaxOps, ResyncInterval: cfg.Translation.ResyncInterval,
+		Work: cfg.Translation.Work, NB: cfg.Translation.NB, Standoff: m.coexist}
 	m.eipRows, err = egressip.NewRows(rcfg, log.WithField("controller", "egressip-rows"), nb, m.kubeInf, m.eipInf, recorder)
 	return err
 }

@@ -94,7 +94,7 @@ func TestHostileObjectsThroughTheAPIServer(t *testing.T) {
 	t.Logf("seed %d: %d objects tried, %d accepted by the API server, %d refused (validation, or a name taken)", hostileSeed, h.tried, h.accepted, h.tried-h.accepted)
 
 	c.eventually("the master idle after the hostile objects", func() bool {
-		return m.Sync().Idle() && m.Select().Idle()
+		return m.Translation().Idle() && m.Select().Idle()
 	})
 	if err := cfg.Observe.Healthy(); err != nil {
 		t.Errorf("not healthy after the hostile objects: %v", err)

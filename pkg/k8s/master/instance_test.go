@@ -13,7 +13,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/zone"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -34,14 +34,14 @@ func TestSecondInstanceStandsBack(t *testing.T) {
 	kube.CreateLoadBalancer(t, c.ns, "web", []string{"172.18.0.100"}, "10.244.1.5@node1")
 	kube.SetHost(t, c.ns, "web", "node2")
 	cfgA := c.config("instance-a")
-	cfgA.Sync.Translate.AssumeAgentsReady = true
+	cfgA.Translation.Translate.AssumeAgentsReady = true
 	cfgA.Instance = "ns-a/ovn-egress"
 	_, stopA := c.start(cfgA, kube.Config)
 	c.eventually("the first install's set", func() bool { return c.setAddresses("node2") == `["10.244.1.5"]` })
 
 	cfgB := c.config("instance-b")
-	cfgB.Sync.Translate.AssumeAgentsReady = true
-	cfgB.Sync.Translate.Backend = translate.BackendOVN
+	cfgB.Translation.Translate.AssumeAgentsReady = true
+	cfgB.Translation.Translate.Backend = translate.BackendOVN
 	cfgB.Instance = "ns-b/ovn-egress"
 	cfgB.ConflictClearAfter = time.Second
 	b, stopB := c.start(cfgB, kube.Config)
@@ -50,10 +50,10 @@ func TestSecondInstanceStandsBack(t *testing.T) {
 	if s := b.Conflict().String(); !strings.Contains(s, `"ns-a/ovn-egress"`) || !strings.Contains(s, "ovn-nbctl remove NB_Global . external_ids "+ovn.InstanceKey) {
 		t.Errorf("the standoff does not say who holds the NB and how to release it: %s", s)
 	}
-	before := b.Sync().Stats()
-	b.Sync().EnqueueAll()
+	before := b.Translation().Stats()
+	b.Translation().EnqueueAll()
 	blockedSince(c, b, before.Blocked, -1)
-	if st := b.Sync().Stats(); st.Transactions != before.Transactions {
+	if st := b.Translation().Stats(); st.Transactions != before.Transactions {
 		t.Errorf("the second install made %d NB transactions", st.Transactions-before.Transactions)
 	}
 	if got := c.setAddresses("node2"); got != `["10.244.1.5"]` {
@@ -67,11 +67,11 @@ func TestSecondInstanceStandsBack(t *testing.T) {
 	c.ovn.MustNBCtl(t, "remove", "NB_Global", ".", "external_ids", ovn.InstanceKey)
 	defer func() {
 		if t.Failed() {
-			t.Logf("the second install's conflict: %s; its syncs %+v; claim %s", b.Conflict(), b.Sync().Stats(), c.ovn.MustNBCtl(t, "get", "NB_Global", ".", "external_ids"))
+			t.Logf("the second install's conflict: %s; its syncs %+v; claim %s", b.Conflict(), b.Translation().Stats(), c.ovn.MustNBCtl(t, "get", "NB_Global", ".", "external_ids"))
 		}
 	}()
 	c.eventually("the second install resuming", func() bool {
-		return !b.Conflict().Active() && c.setAddresses("node2") == "" && b.Sync().Stats().Transactions > before.Transactions
+		return !b.Conflict().Active() && c.setAddresses("node2") == "" && b.Translation().Stats().Transactions > before.Transactions
 	})
 	if got := strings.Trim(strings.TrimSpace(c.ovn.MustNBCtl(t, "get", "NB_Global", ".", "external_ids:"+`"`+ovn.InstanceKey+`"`)), `"`); got != "ns-b/ovn-egress" {
 		t.Errorf("the NB is claimed by %q; want ns-b/ovn-egress", got)
@@ -104,7 +104,7 @@ func TestZoneOfASecondInstanceStandsBack(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- zone.Run(ctx, zone.Config{NB: ovn.ClientConfig{Addresses: []string{z2.NBAddress()}}, Node: "node2", ReportNamespace: testenv.ReportNamespace,
-			Sync: nbsync.Config{Translate: tc, Zone: "node2"}, Instance: "ns-b/ovn-egress", ConflictClearAfter: time.Second},
+			Translation: translation.Config{Translate: tc, Zone: "node2"}, Instance: "ns-b/ovn-egress", ConflictClearAfter: time.Second},
 			zone.Clients{Kube: kube.Client, Egress: kube.Egress}, testLogger(t))
 	}()
 	defer func() {

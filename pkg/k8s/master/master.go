@@ -32,7 +32,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/egressip"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
 	"github.com/ovn-egress/ovn-egress/pkg/observe"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
@@ -54,9 +54,9 @@ type Config struct {
 	// Mode is ModeCentral, ModeIC or ModeAuto (default: central).
 	Mode string
 	NB   ovn.ClientConfig
-	Sync nbsync.Config
+	Translation translation.Config
 	// Select configures host selection; its ClusterSubnets and
-	// UnassignedTraffic are always taken from Sync.Translate.
+	// UnassignedTraffic are always taken from Translation.Translate.
 	Select         selection.Config
 	LeaderElection LeaderElection
 	// ReportNamespace holds the node agents' readiness-report ConfigMaps
@@ -108,7 +108,7 @@ func (c Config) withDefaults() Config {
 		h, _ := os.Hostname()
 		le.Identity = fmt.Sprintf("%s_%d", h, os.Getpid())
 	}
-	c.Sync, c.Select = c.Sync.WithDefaults(), c.Select.WithDefaults()
+	c.Translation, c.Select = c.Translation.WithDefaults(), c.Select.WithDefaults()
 	return c
 }
 
@@ -117,9 +117,9 @@ func (c Config) withDefaults() Config {
 // both, given once).
 func (c Config) selection() selection.Config {
 	s := c.Select
-	s.ClusterSubnets = c.Sync.Translate.ClusterSubnets
-	s.JoinSubnets, s.ServiceCIDRs = c.Sync.Translate.JoinSubnets, c.Sync.Translate.ServiceCIDRs
-	s.UnassignedTraffic = c.Sync.Translate.UnassignedTraffic
+	s.ClusterSubnets = c.Translation.Translate.ClusterSubnets
+	s.JoinSubnets, s.ServiceCIDRs = c.Translation.Translate.JoinSubnets, c.Translation.Translate.ServiceCIDRs
+	s.UnassignedTraffic = c.Translation.Translate.UnassignedTraffic
 	return s
 }
 
@@ -164,7 +164,7 @@ func (c Config) validate(needNB bool) error {
 			return err
 		}
 	}
-	if err := c.Sync.Validate(); err != nil {
+	if err := c.Translation.Validate(); err != nil {
 		return err
 	}
 	if err := c.selection().Validate(); err != nil {
@@ -189,7 +189,7 @@ type Master struct {
 	kube    kubernetes.Interface
 	egress  egressclient.Interface
 	nb      client.Client
-	sync    *nbsync.Controller
+	sync    *translation.Controller
 	sel     *selection.Controller
 	eip     *egressip.Controller // nil unless Config.Controllers names it
 	eipRows *egressip.Rows       // the EgressIPs' NB rows (central, with translation)
@@ -236,7 +236,7 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 		return nil, fmt.Errorf("egressip client: %w", err)
 	}
 	if cfg.Mode == ModeAuto {
-		if cfg.Mode, err = DetectMode(ctx, kube, cfg.Sync.Translate.JoinSubnets); err != nil {
+		if cfg.Mode, err = DetectMode(ctx, kube, cfg.Translation.Translate.JoinSubnets); err != nil {
 			return nil, err
 		}
 		log.WithField("mode", cfg.Mode).Info("detected the deployment from the nodes' annotations")
@@ -294,15 +294,15 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 			return nil, err
 		}
 	}
-	det := coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, Central: cfg.Mode == ModeCentral,
+	det := coexist.New(coexist.Config{ReroutePriority: cfg.Translation.Translate.ReroutePriority, Central: cfg.Mode == ModeCentral,
 		EgressIP: cfg.runs(ControllerEgressIP), HoldWriters: cfg.runs(ControllerSelection), Hold: cfg.StatusHold, ClearAfter: cfg.ConflictClearAfter, Instance: cfg.Instance},
 		cl.NB, log.WithField("controller", "coexist"), recorder)
-	cfg.Sync.Standoff, cfg.Select.Standoff = det, det
+	cfg.Translation.Standoff, cfg.Select.Standoff = det, det
 	if cfg.runs(ControllerTranslation) && cfg.runs(ControllerSelection) {
 		// Translation waits while selection writes a drain's status.host
 		// (one sync repoints it all, not one per echo).
 		moves := &controller.Gate{}
-		cfg.Sync.HostMoves, cfg.Select.HostMoves = moves, moves
+		cfg.Translation.HostMoves, cfg.Select.HostMoves = moves, moves
 	}
 	m := &Master{cfg: cfg, log: log, kube: cl.Kube, egress: cl.Egress, nb: cl.NB, stopEvents: stopEvents, coexist: det, leader: leader,
 		kubeInf: informer.Kube(cl.Kube),
@@ -310,8 +310,8 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 	err := det.Watch(m.egInf.K8s().V1().EgressServices())
 	if err == nil && cl.NB != nil && cfg.runs(ControllerTranslation) {
 		m.repInf = informer.Reports(cl.Kube, cfg.ReportNamespace)
-		cfg.Sync.Reports = m.repInf.Core().V1().ConfigMaps()
-		m.sync, err = nbsync.New(cfg.Sync, log.WithField("controller", "nbsync"), cl.NB, m.kubeInf, m.egInf, recorder)
+		cfg.Translation.Reports = m.repInf.Core().V1().ConfigMaps()
+		m.sync, err = translation.New(cfg.Translation, log.WithField("controller", translation.Name), cl.NB, m.kubeInf, m.egInf, recorder)
 	}
 	if err == nil && cl.NB == nil {
 		// An interconnect master has no NB: the zones' verdicts, in the
@@ -510,9 +510,9 @@ func (m *Master) Synced() bool {
 	return true
 }
 
-// Sync exposes the translation controller (tests and benchmarks); nil in
+// Translation exposes the translation controller (tests and benchmarks); nil in
 // interconnect mode or when it is not among Config.Controllers.
-func (m *Master) Sync() *nbsync.Controller { return m.sync }
+func (m *Master) Translation() *translation.Controller { return m.sync }
 
 // Conflict is the state of the coexistence check with ovn-kubernetes.
 func (m *Master) Conflict() coexist.Conflict { return m.coexist.Conflict() }

@@ -27,11 +27,11 @@ func instrument(cfg *Config, obs *observe.Server) prometheus.Gauge {
 	reg := obs.Registry()
 	cfg.NB.Registry = reg
 	work := controller.NewMetrics(reg)
-	cfg.Sync.Work, cfg.Select.Work = work, work
-	cfg.Sync.NB = ovn.NewMetrics(reg)
+	cfg.Translation.Work, cfg.Select.Work = work, work
+	cfg.Translation.NB = ovn.NewMetrics(reg)
 	cfg.Select.Metrics = selection.NewMetrics(reg)
 	fo := newFailovers(reg)
-	cfg.Select.Failovers, cfg.Sync.Failovers = fo, fo
+	cfg.Select.Failovers, cfg.Translation.Failovers = fo, fo
 	leader := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ovn_egress_master_leader",
 		Help: "1 while this replica holds the Lease and runs the controllers."})
 	reg.MustRegister(leader)
@@ -137,10 +137,10 @@ func (f *failovers) Drained(service, to string, lastGood time.Time) {
 	f.n.Store(int64(len(f.pending)))
 }
 
-// Pending implements nbsync.Failovers.
+// Pending implements translation.Failovers.
 func (f *failovers) Pending() bool { return f.n.Load() > 0 }
 
-// Repointed implements nbsync.Failovers.
+// Repointed implements translation.Failovers.
 func (f *failovers) Repointed(service, host string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

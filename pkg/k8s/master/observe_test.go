@@ -84,8 +84,8 @@ func TestReadinessFollowsNB(t *testing.T) {
 	if v, _ := metric(leader, "ovn_egress_nb_transactions_total", "result", "ok"); v < 1 {
 		t.Errorf("leader: ovn_egress_nb_transactions_total{result=ok} = %v after writing the rows", v)
 	}
-	if v, _ := metric(leader, "ovn_egress_controller_sync_duration_seconds_count", "controller", "nbsync"); v < 1 {
-		t.Errorf("leader: no nbsync sync recorded")
+	if v, _ := metric(leader, "ovn_egress_controller_sync_duration_seconds_count", "controller", "translation"); v < 1 {
+		t.Errorf("leader: no translation sync recorded")
 	}
 
 	c.ovn.StopNB()

@@ -242,8 +242,8 @@ func TestADrainIsRepointedInOneSync(t *testing.T) {
 	sel.Prober = prober
 	cfg := c.config("drain")
 	cfg.Select = sel
-	cfg.Sync.Translate.AssumeAgentsReady = true
-	cfg.Sync.HostMovesBound = 20 * time.Second // the gate alone decides, however slow the machine
+	cfg.Translation.Translate.AssumeAgentsReady = true
+	cfg.Translation.HostMovesBound = 20 * time.Second // the gate alone decides, however slow the machine
 	m, _ := c.start(cfg, kube.Config)
 	onNode1 := func() (k int) {
 		for i := range n {
@@ -264,16 +264,16 @@ func TestADrainIsRepointedInOneSync(t *testing.T) {
 		}
 		return true
 	})
-	c.eventually("idle", func() bool { return m.Sync().Idle() && m.Select().HealthRounds() > 1 })
-	before := m.Sync().Stats()
+	c.eventually("idle", func() bool { return m.Translation().Idle() && m.Select().HealthRounds() > 1 })
+	before := m.Translation().Stats()
 
 	prober.kill("node1")
 	c.eventually("node1 drained in NB", func() bool {
 		gone := c.setAddresses("node1") // the set goes with its last service
 		return (gone == "" || gone == "[]") && strings.Count(c.setAddresses("node2")+c.setAddresses("node3"), "10.244.3.") == n
 	})
-	c.eventually("idle", m.Sync().Idle)
-	after := m.Sync().Stats()
+	c.eventually("idle", m.Translation().Idle)
+	after := m.Translation().Stats()
 	// Selection may take the drain's keys in two batches (the first key
 	// wakes its worker alone); each batch is one NB transaction at most
 	// (syncs that find nothing to write, such as the echo of the deleted
@@ -281,12 +281,12 @@ func TestADrainIsRepointedInOneSync(t *testing.T) {
 	if txns := after.Transactions - before.Transactions; txns > 2 {
 		t.Errorf("a drain of %d services took %d NB transactions; want at most 2 (one per selection batch)", n/3, txns)
 	}
-	// The syncs list the moved services and keep the others of node2 and
-	// node3 (Input.Unlisted); walking both hosts would list all n.
-	listed := after.Services - before.Services
-	if after.Unlisted == before.Unlisted || listed >= n {
-		t.Errorf("a drain of %d services listed %d services and kept %d hosts unlisted; want its moved services only", n/3, listed, after.Unlisted-before.Unlisted)
+	// The syncs translate the moved services; the others of node2 and
+	// node3 stay as they were (translating the hosts would take all n).
+	translated := after.Services - before.Services
+	if translated < n/3 || translated >= n {
+		t.Errorf("a drain of %d services translated %d services; want its moved services only", n/3, translated)
 	}
-	t.Logf("drain of %d services: %d syncs, %d NB transactions, %d services listed, %d hosts unlisted", n/3, after.Syncs-before.Syncs,
-		after.Transactions-before.Transactions, listed, after.Unlisted-before.Unlisted)
+	t.Logf("drain of %d services: %d syncs, %d NB transactions, %d services translated", n/3, after.Syncs-before.Syncs,
+		after.Transactions-before.Transactions, translated)
 }

@@ -31,7 +31,7 @@ func TestTenantMirroredEndpointsRefused(t *testing.T) {
 		_ = kube.Egress.K8sV1().EgressServices(victimNS).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 	})
 	cfg := c.config("ovn-egress-master")
-	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Translation.Translate.AssumeAgentsReady = true
 	cfg.Select = selection.Config{HealthInterval: 0, Prober: allReachable{}}
 	c.start(cfg, saConfig(t))
 

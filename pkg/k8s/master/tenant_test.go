@@ -73,7 +73,7 @@ func TestTenantIngressIPsRefused(t *testing.T) {
 		_ = kube.Egress.K8sV1().EgressServices(nsB).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 	})
 	cfg := c.config("ovn-egress-master") // the Lease the dist RBAC names
-	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Translation.Translate.AssumeAgentsReady = true
 	cfg.Select = selection.Config{HealthInterval: 0, Prober: allReachable{}}
 	c.start(cfg, saConfig(t))
 
@@ -174,7 +174,7 @@ func TestTenantHostLabelCollision(t *testing.T) {
 		t.Fatalf("no collision: %s", label)
 	}
 	cfg := c.config("ovn-egress-master")
-	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Translation.Translate.AssumeAgentsReady = true
 	cfg.Select = selection.Config{HealthInterval: 0, Prober: allReachable{}}
 	c.start(cfg, saConfig(t))
 	a, b := tenant(t, c.ns), tenant(t, nsB)
@@ -243,7 +243,7 @@ func TestTenantServicesCappedPerNode(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
 	cfg := c.config("ovn-egress-master")
-	cfg.Sync.Translate.AssumeAgentsReady = true
+	cfg.Translation.Translate.AssumeAgentsReady = true
 	cfg.Select = selection.Config{HealthInterval: 0, Prober: allReachable{}, MaxPerNode: 1}
 	c.start(cfg, saConfig(t))
 	a := tenant(t, c.ns)

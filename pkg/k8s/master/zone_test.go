@@ -13,7 +13,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/zone"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -97,12 +97,12 @@ func TestInterconnectZones(t *testing.T) {
 
 	// The master sees interconnect and selects only (no NB needed).
 	mcfg := master.Config{Mode: master.ModeAuto}
-	mcfg.Sync.Translate = translate.DefaultConfig()
+	mcfg.Translation.Translate = translate.DefaultConfig()
 	m, err := master.New(ctx, mcfg, kube.Config, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Mode() != master.ModeIC || m.Sync() != nil {
+	if m.Mode() != master.ModeIC || m.Translation() != nil {
 		t.Errorf("mode %s, want %s without a translation controller", m.Mode(), master.ModeIC)
 	}
 	cancel()
@@ -135,7 +135,7 @@ func runZones(ctx context.Context, t *testing.T, topo testenv.Topology, zones ma
 		tc := translate.DefaultConfig()
 		tc.ClusterSubnets, tc.JoinSubnets = topo.ClusterSubnets, topo.JoinSubnets
 		cfg := zone.Config{NB: ovn.ClientConfig{Addresses: []string{o.NBAddress()}}, Node: name, ReportNamespace: testenv.ReportNamespace,
-			Sync: nbsync.Config{Translate: tc, Zone: name}, EgressIP: clients.EgressIP != nil}
+			Translation: translation.Config{Translate: tc, Zone: name}, EgressIP: clients.EgressIP != nil}
 		go func() { done <- zone.Run(ctx, cfg, clients, testLogger(t).WithField("zone", name)) }()
 	}
 	return done
@@ -170,7 +170,7 @@ func TestClusterRouteHandedOverToEgressIP(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- zone.Run(ctx, zone.Config{NB: ovn.ClientConfig{Addresses: []string{z2.NBAddress()}}, Node: "node2", ReportNamespace: testenv.ReportNamespace,
-			Sync: nbsync.Config{Translate: tc, Zone: "node2"}}, zone.Clients{Kube: kube.Client, Egress: kube.Egress}, testLogger(t))
+			Translation: translation.Config{Translate: tc, Zone: "node2"}}, zone.Clients{Kube: kube.Client, Egress: kube.Egress}, testLogger(t))
 	}()
 	route := func() (uuid, owner string) {
 		u := strings.TrimSpace(z2.MustNBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Static_Route", "ip_prefix=10.244.0.0/16", "policy=src-ip"))

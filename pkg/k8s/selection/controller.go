@@ -4,7 +4,7 @@
 // egress-service.k8s.ovn.org/<namespace>-<name> label exactly on the host
 // (for MetalLB), health-checks the hosts and drains those that stop
 // answering, and reports every decision a user can act on as an Event on
-// the EgressService. The translation controller (pkg/k8s/nbsync) follows
+// the EgressService. The translation controller (pkg/k8s/translation) follows
 // status.host.
 //
 // It is level-driven: event handlers only enqueue keys (an EgressService's

@@ -12,9 +12,9 @@ import (
 // (the master assigns the IPs; the EgressService translation was given the
 // EgressIP informer for the egress nodes' cluster routes).
 func (t *Translator) wireEgressIP(eipInf eipinformers.SharedInformerFactory, kubeInf kubeinformers.SharedInformerFactory, recorder record.EventRecorder) error {
-	rcfg := egressip.RowsConfig{Translate: t.cfg.Sync.Translate, MaxOps: t.cfg.Sync.MaxOps, ResyncInterval: t.cfg.Sync.ResyncInterval,
-		Work: t.cfg.Sync.Work, NB: t.cfg.Sync.NB, Zone: t.cfg.Sync.Zone, Standoff: t.det}
-	rows, err := egressip.NewRows(rcfg, t.log.WithField("controller", "egressip-rows").WithField("zone", t.cfg.Sync.Zone), t.nb, kubeInf, eipInf, recorder)
+	rcfg := egressip.RowsConfig{Translate: t.cfg.Translation.Translate, MaxOps: t.cfg.Translation.MaxOps, ResyncInterval: t.cfg.Translation.ResyncInterval,
+		Work: t.cfg.Translation.Work, NB: t.cfg.Translation.NB, Zone: t.cfg.Translation.Zone, Standoff: t.det}
+	rows, err := egressip.NewRows(rcfg, t.log.WithField("controller", "egressip-rows").WithField("zone", t.cfg.Translation.Zone), t.nb, kubeInf, eipInf, recorder)
 	t.eipRows = rows
 	return err
 }

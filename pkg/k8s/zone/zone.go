@@ -22,7 +22,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/egressip"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/observe"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -32,7 +32,7 @@ import (
 // interconnect zone, into that zone's NB.
 type Config struct {
 	NB   ovn.ClientConfig
-	Sync nbsync.Config
+	Translation translation.Config
 	// Node names the agent, for its Events' source.
 	Node string
 	// Observe, when set, gets the NB metrics and the zone's checks.
@@ -72,7 +72,7 @@ type Translator struct {
 	log        *logrus.Entry
 	nb         client.Client
 	det        *coexist.Detector
-	sync       *nbsync.Controller
+	sync       *translation.Controller
 	eipRows    *egressip.Rows // nil unless Config.EgressIP
 	factories  []factory
 	stopEvents func()
@@ -100,7 +100,7 @@ func Run(ctx context.Context, cfg Config, c Clients, log *logrus.Entry) error {
 // New connects to the zone's NB and wires the translation controller to
 // the cluster's informers (not started until Run). Close releases it.
 func New(ctx context.Context, cfg Config, c Clients, log *logrus.Entry) (*Translator, error) {
-	if cfg.Sync.Zone == "" {
+	if cfg.Translation.Zone == "" {
 		return nil, errors.New("zone translation needs a zone name")
 	}
 	if cfg.ReportNamespace == "" {
@@ -112,14 +112,14 @@ func New(ctx context.Context, cfg Config, c Clients, log *logrus.Entry) (*Transl
 	if err := cfg.NB.Validate(); err != nil {
 		return nil, fmt.Errorf("zone nb: %w", err)
 	}
-	if cfg.Sync.EventReasons == nil {
+	if cfg.Translation.EventReasons == nil {
 		// Every zone sees the same service problems; only what is this
 		// zone's own is worth an Event from it.
-		cfg.Sync.EventReasons = map[translate.Reason]bool{translate.ReasonTransitAddressMissing: true}
+		cfg.Translation.EventReasons = map[translate.Reason]bool{translate.ReasonTransitAddressMissing: true}
 	}
 	if cfg.Observe != nil {
 		cfg.Observe.Ready("zone", func() error { return errors.New("connecting to the zone's NB") })
-		cfg.Sync.NB = ovn.NewMetrics(cfg.Observe.Registry())
+		cfg.Translation.NB = ovn.NewMetrics(cfg.Observe.Registry())
 		cfg.NB.Registry = cfg.Observe.Registry()
 	}
 	nb, err := ovn.ConnectNB(ctx, cfg.NB, log)
@@ -144,9 +144,9 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 		return err
 	}
 	t.stopEvents = stopEvents
-	t.det = coexist.New(coexist.Config{ReroutePriority: cfg.Sync.Translate.ReroutePriority, EgressIP: cfg.EgressIP, ClearAfter: cfg.ConflictClearAfter, Instance: cfg.Instance}, nb,
-		log.WithField("controller", "coexist").WithField("zone", cfg.Sync.Zone), recorder)
-	cfg.Sync.Standoff = t.det
+	t.det = coexist.New(coexist.Config{ReroutePriority: cfg.Translation.Translate.ReroutePriority, EgressIP: cfg.EgressIP, ClearAfter: cfg.ConflictClearAfter, Instance: cfg.Instance}, nb,
+		log.WithField("controller", "coexist").WithField("zone", cfg.Translation.Zone), recorder)
+	cfg.Translation.Standoff = t.det
 	if cfg.Relay != nil {
 		t.det.OnChange(cfg.Relay.Set)
 	}
@@ -159,17 +159,17 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 	kubeInf, egInf := shared.Kube, shared.Egress
 	repInf := informer.Reports(kube, cfg.ReportNamespace)
 	t.factories = []factory{kubeInf, egInf, repInf}
-	cfg.Sync.Reports = repInf.Core().V1().ConfigMaps()
+	cfg.Translation.Reports = repInf.Core().V1().ConfigMaps()
 	var eipInf eipinformers.SharedInformerFactory
 	if cfg.EgressIP {
 		eipInf = informer.EgressIP(clients.EgressIP)
 		t.factories = append(t.factories, eipInf)
-		cfg.Sync.EgressIPs = eipInf.K8s().V1().EgressIPs()
+		cfg.Translation.EgressIPs = eipInf.K8s().V1().EgressIPs()
 	}
 	if err := t.det.Watch(egInf.K8s().V1().EgressServices()); err != nil {
 		return err
 	}
-	c, err := nbsync.New(cfg.Sync, log.WithField("controller", "nbsync").WithField("zone", cfg.Sync.Zone), nb, kubeInf, egInf, recorder)
+	c, err := translation.New(cfg.Translation, log.WithField("controller", translation.Name).WithField("zone", cfg.Translation.Zone), nb, kubeInf, egInf, recorder)
 	if err != nil {
 		return err
 	}
@@ -220,8 +220,8 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 	return nil
 }
 
-// Sync is the zone's translation controller (for its Stats and Idle).
-func (t *Translator) Sync() *nbsync.Controller { return t.sync }
+// Translation is the zone's translation controller (for its Stats and Idle).
+func (t *Translator) Translation() *translation.Controller { return t.sync }
 
 // EgressIPRows is the zone's EgressIP rows controller; nil unless
 // Config.EgressIP.

@@ -41,8 +41,8 @@ func TestRestarts(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		syncs, _ := m.Get("ovn_egress_controller_sync_duration_seconds_count", "controller", "nbsync")
-		depth, present := m.Get("ovn_egress_controller_queue_depth", "controller", "nbsync")
+		syncs, _ := m.Get("ovn_egress_controller_sync_duration_seconds_count", "controller", "translation")
+		depth, present := m.Get("ovn_egress_controller_queue_depth", "controller", "translation")
 		return syncs >= 1 && present && depth == 0
 	})
 	if log := c.masters[standby].Log(500); strings.Contains(log, "nb rows converged") {

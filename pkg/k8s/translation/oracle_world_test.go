@@ -1,4 +1,4 @@
-package nbsync_test
+package translation_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package nbsync_test
+package translation_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressfake "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned/fake"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/nbsync"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -146,7 +146,7 @@ func runOracle(t *testing.T, seed uint64, steps int) {
 
 // running is one controller instance.
 type running struct {
-	c      *nbsync.Controller
+	c      *translation.Controller
 	nb     client.Client
 	cancel func()
 	done   chan error
@@ -174,7 +174,7 @@ func (w *world) start() *running {
 	if os.Getenv("OVN_EGRESS_ORACLE_DEBUG") != "" {
 		log.SetLevel(logrus.DebugLevel)
 	}
-	c, err := nbsync.New(nbsync.Config{Translate: w.cfg, Reports: repInf.Core().V1().ConfigMaps()}, log.WithField("seed", "oracle"),
+	c, err := translation.New(translation.Config{Translate: w.cfg, Reports: repInf.Core().V1().ConfigMaps()}, log.WithField("seed", "oracle"),
 		nb, kubeInf, egInf, &record.FakeRecorder{})
 	if err != nil {
 		cancel()

@@ -1,4 +1,4 @@
-package nbsync
+package translation
 
 import (
 	"testing"

@@ -1,11 +1,14 @@
-// Package nbsync is the master's translation controller: it watches
-// EgressServices, Services, EndpointSlices, Nodes and the NB rows it reads,
-// maps every event to the keys of pkg/translate (a node, the cluster-wide
-// rows, the unassigned-traffic rows), and converges each key: gather the
-// inputs from the listers and the NB cache, translate, and let the NB
-// applier write the difference. Keys that become dirty together are synced
-// together, in one NB transaction.
-package nbsync
+// Package translation is the translation controller: the one NB runtime of
+// ovn-egress. It watches the objects the rows are made of and the NB rows
+// it owns, maps every event to keys of one worker, and converges them: each
+// API's translator gathers what its keys name and says which rows to write
+// (the EgressServices' from their translate.Index, the EgressIPs' from
+// translate.TranslateEgressIPs), and one applier writes the difference
+// between those rows and NB in one transaction.
+//
+// The master runs it against the central NB; in interconnect each node
+// agent runs one for its own zone (package zone).
+package translation
 
 import (
 	"context"
@@ -15,26 +18,22 @@ import (
 
 	"github.com/ovn-kubernetes/libovsdb/client"
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	eipinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions/egressip/v1"
-	eiplisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/listers/egressip/v1"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
-	egresslisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/listers/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
+
+// Name names the controller in logs and metrics.
+const Name = "translation"
 
 // Config tunes the controller.
 type Config struct {
@@ -48,7 +47,7 @@ type Config struct {
 	// endpoint (an NB without NAT.match), none where endpoint changes are
 	// address-set writes (NAT.match).
 	AutoBatchWindow bool
-	// ResyncInterval re-converges every key periodically (0 disables).
+	// ResyncInterval re-converges everything periodically (0 disables).
 	ResyncInterval time.Duration
 	// HostMoves, when set, is closed by host selection while it writes
 	// status.host and until its informer shows the writes: a sync waits for
@@ -60,6 +59,8 @@ type Config struct {
 	MaxBatch int
 	// MaxOps bounds the operations of one NB transaction.
 	MaxOps int
+	// ApplyTimeout bounds one sync's NB writes (default DefaultApplyTimeout).
+	ApplyTimeout time.Duration
 	// Zone, when set, translates only that interconnect zone into its own
 	// NB (a node agent's job in interconnect mode); empty: the central NB.
 	Zone string
@@ -83,7 +84,7 @@ type Config struct {
 	Reports coreinformers.ConfigMapInformer
 	// EgressIPs, when set (interconnect zones running EgressIP rows), give
 	// the nodes holding EgressIPs: an egress node of the zone gets the cluster
-	// src-ip route to its GR as a host does (translate.Input.EgressNodes).
+	// src-ip route to its GR as a host does (translate.ZoneFacts.EgressNodes).
 	EgressIPs eipinformers.EgressIPInformer
 }
 
@@ -110,13 +111,16 @@ const DefaultHostMovesBound = time.Second
 // without NAT.match.
 const DefaultNATBatchWindow = time.Second
 
+// DefaultApplyTimeout bounds one sync's NB writes.
+const DefaultApplyTimeout = 30 * time.Second
+
 // Validate checks the configuration; a zero size means its default
 // (WithDefaults). It changes nothing.
 func (c Config) Validate() error {
 	if err := c.Translate.Validate(); err != nil {
 		return err
 	}
-	if c.BatchWindow < 0 || c.ResyncInterval < 0 || c.MaxBatch < 0 || c.HostMovesBound < 0 {
+	if c.BatchWindow < 0 || c.ResyncInterval < 0 || c.MaxBatch < 0 || c.HostMovesBound < 0 || c.ApplyTimeout < 0 {
 		return fmt.Errorf("negative durations and sizes are not allowed")
 	}
 	return nil
@@ -130,60 +134,27 @@ func (c Config) WithDefaults() Config {
 	if c.HostMovesBound <= 0 {
 		c.HostMovesBound = DefaultHostMovesBound
 	}
+	if c.ApplyTimeout <= 0 {
+		c.ApplyTimeout = DefaultApplyTimeout
+	}
 	return c
 }
 
-// Controller converges the NB rows of every key on the cluster's objects.
+// Controller converges the NB rows ovn-egress owns on the cluster's objects.
 type Controller struct {
-	cfg      Config
-	log      *logrus.Entry
-	nb       client.Client
-	applier  *ovn.Applier
-	recorder record.EventRecorder
+	cfg     Config
+	log     *logrus.Entry
+	nb      client.Client
+	applier *ovn.Applier
+	synced  []cache.InformerSynced
 
-	esLister    egresslisters.EgressServiceLister
-	esIndexer   cache.Indexer
-	svcLister   corelisters.ServiceLister
-	sliceLister discoverylisters.EndpointSliceLister
-	sliceIndex  cache.Indexer
-	nodeLister  corelisters.NodeLister
-	// reportLister lists the report ConfigMaps (nil: Node annotations only).
-	reportLister corelisters.ConfigMapLister
-	// eipLister lists the EgressIPs (nil: Config.EgressIPs unset).
-	eipLister eiplisters.EgressIPLister
-	synced    []cache.InformerSynced
+	work *controller.Worker[Key]
+	// es is the EgressService translator (only the worker touches it).
+	es     *egressServices
+	events *problemEvents
 
-	work *controller.Worker[translate.Key]
-
-	dirt     *dirt
-	addrs    *addressIndex
-	services *serviceCache
-	wanted   *wantedSets
-	// memo carries translation results between syncs (only the worker
-	// touches it); gone are the EgressServices deleted since the last sync,
-	// for the worker to drop from it.
-	memo   *translate.Memo
-	goneMu sync.Mutex
-	gone   []string
-	// scratch maps of gather, reused by the worker.
-	scratch struct {
-		services  map[string]*corev1.Service
-		endpoints map[string][]translate.Endpoint
-		slices    map[string][]*discoveryv1.EndpointSlice
-	}
-
-	nodesMu sync.Mutex
-	nodes   map[string]parsedNode // parsed Node annotations, by Node object
-	events  *problemEvents
-	// stats of the last sync, for tests and benchmarks
 	statsMu sync.Mutex
 	stats   SyncStats
-}
-
-type parsedNode struct {
-	report []*corev1.ConfigMap // the report ConfigMaps parsed with it
-	obj    *corev1.Node
-	info   *translate.NodeInfo
 }
 
 // SyncStats counts what the controller did since it started.
@@ -195,12 +166,9 @@ type SyncStats struct {
 	Errors       int
 	// Blocked counts the syncs that wrote nothing because of a standoff.
 	Blocked int
-	// Services counts the EgressServices the syncs translated, Kept those of
-	// them whose last result was reused without reading their objects again.
-	Services, Kept int
-	// Unlisted counts the keys synced from their moved services alone
-	// (their other services kept by the Memo: dirt).
-	Unlisted int
+	// Services counts the EgressServices translated: a drain translates
+	// the services that moved, not every service of the hosts they moved to.
+	Services int
 }
 
 // New wires the controller to the informer factories (not yet started) and a
@@ -231,38 +199,29 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 	svcInf := kubeInf.Core().V1().Services()
 	sliceInf := kubeInf.Discovery().V1().EndpointSlices()
 	nodeInf := kubeInf.Core().V1().Nodes()
-	if err := addIndexers(esInf.Informer(), sliceInf.Informer()); err != nil {
-		return nil, err
+	if err := controller.AddIndexers(sliceInf.Informer(), controller.IndexByService); err != nil {
+		return nil, fmt.Errorf("endpointslice: %w", err)
 	}
 	c := &Controller{
-		cfg: cfg, log: log, nb: nb, applier: ovn.NewApplier(nb, cfg.MaxOps).WithMetrics(cfg.NB), recorder: recorder,
-		esLister: esInf.Lister(), esIndexer: esInf.Informer().GetIndexer(),
-		svcLister: svcInf.Lister(), sliceLister: sliceInf.Lister(), sliceIndex: sliceInf.Informer().GetIndexer(),
-		nodeLister: nodeInf.Lister(),
-		synced:     []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
-		nodes:      map[string]parsedNode{},
-		dirt:       newDirt(),
-		addrs:      newAddressIndex(),
-		services:   newServiceCache(),
-		wanted:     newWantedSets(),
-		memo:       translate.NewMemo(),
-		events:     newProblemEvents(recorder, cfg.EventReasons),
+		cfg: cfg, log: log, nb: nb, applier: ovn.NewApplier(nb, cfg.MaxOps).WithMetrics(cfg.NB),
+		synced: []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
+		es: &egressServices{cfg: cfg, nb: nb, esLister: esInf.Lister(), svcLister: svcInf.Lister(),
+			sliceIndex: sliceInf.Informer().GetIndexer(), nodeLister: nodeInf.Lister()},
+		events: newProblemEvents(recorder, cfg.EventReasons),
 	}
+	c.work = controller.New(controller.Config[Key]{Name: Name, MaxBatch: cfg.MaxBatch,
+		Window: func() time.Duration { return c.cfg.BatchWindow }, Gate: cfg.HostMoves, GateBound: cfg.HostMovesBound,
+		Metrics: cfg.Work}, c.sync, log)
 	if err := c.watchEgressNodes(cfg.EgressIPs); err != nil {
 		return nil, err
 	}
 	if cfg.Reports != nil {
-		c.reportLister = cfg.Reports.Lister()
+		c.es.reportLister = cfg.Reports.Lister()
 		c.synced = append(c.synced, cfg.Reports.Informer().HasSynced)
 		if _, err := cfg.Reports.Informer().AddEventHandler(c.reportHandler()); err != nil {
 			return nil, err
 		}
 	}
-	c.work = controller.New(controller.Config[translate.Key]{Name: "nbsync", MaxBatch: cfg.MaxBatch,
-		Window: func() time.Duration { return c.cfg.BatchWindow }, Gate: cfg.HostMoves, GateBound: cfg.HostMovesBound,
-		Metrics: cfg.Work}, c.sync, log)
-	c.scratch.services, c.scratch.endpoints = map[string]*corev1.Service{}, map[string][]translate.Endpoint{}
-	c.scratch.slices = map[string][]*discoveryv1.EndpointSlice{}
 	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {
 		return nil, err
 	}
@@ -270,27 +229,18 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 	return c, nil
 }
 
-func addIndexers(es, slices cache.SharedIndexInformer) error {
-	if err := controller.AddIndexers(es, controller.IndexByHost); err != nil {
-		return fmt.Errorf("egressservice: %w", err)
-	}
-	if err := controller.AddIndexers(slices, controller.IndexByService); err != nil {
-		return fmt.Errorf("endpointslice: %w", err)
-	}
-	return nil
-}
-
-// Run waits for the caches, enqueues every key once (which also sweeps owned
-// rows nobody wants), and converges until ctx ends. Only the leader runs it.
+// Run waits for the caches, converges everything once (which also sweeps
+// owned rows nobody wants), and then every change until ctx ends. Only the
+// leader runs it.
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	c.log.Info("waiting for informer caches")
 	if err := controller.WaitSynced(ctx, c.synced...); err != nil {
 		return err
 	}
-	c.enqueueAll(ctx)
+	c.EnqueueAll()
 	if c.cfg.ResyncInterval > 0 {
-		go wait.UntilWithContext(ctx, c.enqueueAll, c.cfg.ResyncInterval)
+		go wait.UntilWithContext(ctx, func(context.Context) { c.EnqueueAll() }, c.cfg.ResyncInterval)
 	}
 	c.log.Info("translation controller started")
 	c.work.Run(ctx)
@@ -298,41 +248,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// enqueueAll adds every key: every node, the cluster and unassigned keys,
-// and every key that has owned rows in NB (so stale rows are swept); the
-// services are read from the listers again.
-func (c *Controller) enqueueAll(ctx context.Context) {
-	c.services.markAllDirty()
-	c.enqueueNodes()
-	keys, err := ovn.OwnedKeys(ctx, c.nb)
-	if err != nil {
-		c.log.WithError(err).Warn("cannot list owned NB rows")
-	}
-	for _, k := range keys {
-		c.enqueueKey(k)
-	}
-}
-
-// enqueueKey adds a key of EgressService rows; the rows of EgressIPs are
-// the EgressIP controller's.
-func (c *Controller) enqueueKey(k translate.Key) {
-	if _, eip := k.EgressIP(); !eip {
-		c.add(k)
-	}
-}
-
-// enqueueNodes adds the cluster and unassigned keys and every node's key.
-func (c *Controller) enqueueNodes() {
-	c.add(translate.ClusterKey)
-	c.add(translate.UnassignedKey)
-	nodes, _ := c.nodeLister.List(labels.Everything())
-	for _, n := range nodes {
-		c.add(translate.NodeKey(n.Name))
-	}
-}
-
-// EnqueueAll converges every key again (after a standoff ended).
-func (c *Controller) EnqueueAll() { c.enqueueAll(context.Background()) }
+// EnqueueAll converges everything again, read from scratch (a resync, the
+// end of a standoff).
+func (c *Controller) EnqueueAll() { c.work.Add(allKey) }
 
 // Stats returns the counters so far.
 func (c *Controller) Stats() SyncStats {

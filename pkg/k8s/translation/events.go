@@ -1,9 +1,8 @@
-package nbsync
+package translation
 
 import (
 	"slices"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,8 +32,9 @@ func DefaultEventReasons() map[translate.Reason]bool {
 type problemEvents struct {
 	recorder eventRecorder
 	reasons  map[translate.Reason]bool
-	mu       sync.Mutex
-	last     map[string]string
+	// last is each service's problems last recorded (only the worker
+	// records).
+	last map[string]string
 }
 
 type eventRecorder interface {
@@ -48,42 +48,36 @@ func newProblemEvents(r eventRecorder, reasons map[translate.Reason]bool) *probl
 	return &problemEvents{recorder: r, reasons: reasons, last: map[string]string{}}
 }
 
-func (p *problemEvents) record(lister egresslisters.EgressServiceLister, in translate.Input, problems translate.Problems) {
+// record records the Events of the EgressServices translated again: one
+// per problem of a reason worth it, when the set of those problems changed.
+// A service no longer there is forgotten.
+func (p *problemEvents) record(lister egresslisters.EgressServiceLister, keys []string, problemsOf func(string) []translate.Problem) {
 	if p.recorder == nil {
 		return
 	}
-	by := map[string][]translate.Problem{}
-	for _, pr := range problems {
-		if p.reasons[pr.Reason] {
-			by[pr.Key] = append(by[pr.Key], pr)
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, es := range in.EgressServices {
-		key := translate.EgressServiceKey(es)
+	for _, key := range keys {
+		var mine []translate.Problem
 		var fp []string
-		for _, pr := range by[key] {
-			fp = append(fp, string(pr.Reason)+":"+pr.Message)
+		for _, pr := range problemsOf(key) {
+			if p.reasons[pr.Reason] {
+				mine = append(mine, pr)
+				fp = append(fp, string(pr.Reason)+":"+pr.Message)
+			}
 		}
 		slices.Sort(fp)
 		f := strings.Join(fp, "\n")
+		ns, name, _ := strings.Cut(key, "/")
+		obj, err := lister.EgressServices(ns).Get(name)
+		if err != nil {
+			delete(p.last, key)
+			continue
+		}
 		if p.last[key] == f {
 			continue
 		}
 		p.last[key] = f
-		obj, err := lister.EgressServices(es.Namespace).Get(es.Name)
-		if err != nil {
-			continue
-		}
-		for _, pr := range by[key] {
+		for _, pr := range mine {
 			p.recorder.Event(obj, corev1.EventTypeWarning, string(pr.Reason), pr.Message)
 		}
 	}
-}
-
-func (p *problemEvents) forget(key string) {
-	p.mu.Lock()
-	delete(p.last, key)
-	p.mu.Unlock()
 }

@@ -1,4 +1,4 @@
-package nbsync
+package translation
 
 import (
 	"fmt"
@@ -19,17 +19,15 @@ func (c *Controller) watchEgressNodes(inf eipinformers.EgressIPInformer) error {
 	if inf == nil {
 		return nil
 	}
-	c.eipLister = inf.Lister()
+	c.es.eipLister = inf.Lister()
 	c.synced = append(c.synced, inf.Informer().HasSynced)
 	_, err := inf.Informer().AddEventHandler(controller.OnChange(func(old, obj any) {
 		o, _ := controller.As[*egressipv1.EgressIP](old)
 		n, _ := controller.As[*egressipv1.EgressIP](obj)
 		if a, b := itemNodes(o), itemNodes(n); !slices.Equal(a, b) {
-			c.on(func(ks keySet) {
-				for _, node := range append(a, b...) {
-					ks.add(translate.NodeKey(node))
-				}
-			})
+			for _, node := range append(a, b...) {
+				c.work.Add(nodeRowsKey(node))
+			}
 		}
 	}))
 	if err != nil {
@@ -40,11 +38,11 @@ func (c *Controller) watchEgressNodes(inf eipinformers.EgressIPInformer) error {
 
 // egressNodes are the nodes holding an IP of some EgressIP (nil without
 // Config.EgressIPs).
-func (c *Controller) egressNodes() (map[string]bool, error) {
-	if c.eipLister == nil {
+func (e *egressServices) egressNodes() (map[string]bool, error) {
+	if e.eipLister == nil {
 		return nil, nil
 	}
-	list, err := c.eipLister.List(labels.Everything())
+	list, err := e.eipLister.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
