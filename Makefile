@@ -77,7 +77,7 @@ oracle: deps ## the translation controller checked against the whole translation
 	OVN_EGRESS_ORACLE=$(ORACLE_TIME) go test -count=1 -timeout 3h -v -run '^TestTranslationOracle$$' ./pkg/k8s/nbsync/
 
 FUZZTIME ?= 10s
-FUZZ_PKGS ?= ./pkg/translate/
+FUZZ_PKGS ?= ./pkg/translate/ ./pkg/translate/egressip/ ./pkg/translate/egressservice/ ./pkg/translate/hosts/ ./pkg/translate/nodeplan/
 fuzz: ## run every fuzz target (what tenants, agents and ovn-kubernetes write) for FUZZTIME each; their seeds run in make test
 	@for pkg in $(FUZZ_PKGS); do \
 	  for t in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \

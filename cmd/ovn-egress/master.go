@@ -53,7 +53,7 @@ func translateFlags(except ...string) []cli.Flag {
 		&cli.IntFlag{Name: "reroute-priority", Value: d.ReroutePriority, Usage: "priority of the reroute (and drop) policies", Category: catXlate},
 		&cli.IntFlag{Name: "allow-priority", Value: d.AllowPriority, Usage: "priority of the allow policies that keep cluster, join, service and node traffic from being rerouted", Category: catXlate},
 		&cli.StringFlag{Name: "snat-backend", Value: string(d.Backend), Usage: "where the SNAT to the load-balancer IP happens: host (node agent, nftables) or ovn (NAT rows on the host's gateway router)", Category: catXlate},
-		&cli.StringFlag{Name: "unassigned-traffic", Value: d.UnassignedTraffic, Usage: "endpoints of LoadBalancerIP EgressServices without a working host: allow (leave with the node's address) or drop", Category: catXlate},
+		&cli.StringFlag{Name: "unassigned-traffic", Value: string(d.UnassignedTraffic), Usage: "endpoints of LoadBalancerIP EgressServices without a working host: allow (leave with the node's address) or drop", Category: catXlate},
 	}
 	var out []cli.Flag
 	for _, f := range all {
@@ -78,7 +78,7 @@ func translateConfig(c *cli.Context) (translate.Config, error) {
 	}
 	cfg.ReroutePriority, cfg.AllowPriority = c.Int("reroute-priority"), c.Int("allow-priority")
 	cfg.Backend = translate.Backend(c.String("snat-backend"))
-	cfg.UnassignedTraffic = c.String("unassigned-traffic")
+	cfg.UnassignedTraffic = translate.UnassignedTraffic(c.String("unassigned-traffic"))
 	return cfg, nil // validated by resolveNetworks, once the networks are known
 }
 

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"io"
 	"time"
 
@@ -73,12 +76,12 @@ func translateCommand() *cli.Command {
 				zones = translate.Zones(in.Nodes)
 			}
 			if len(res.EgressIPs) > 0 {
-				in.EgressNodes = translate.EgressIPNodes(res.EgressIPs) // their zones' cluster routes
+				in.EgressNodes = egressip.EgressIPNodes(res.EgressIPs) // their zones' cluster routes
 			}
 			seen := map[string]bool{}
 			for _, z := range zones {
 				in.Zone = z
-				d := translate.Translate(in)
+				d := egressservice.Translate(in)
 				addEgressIPs(d, cfg, res, z)
 				for _, p := range d.Problems {
 					if line := p.String(); !seen[line] {
@@ -105,11 +108,11 @@ func addEgressIPs(d *translate.Desired, cfg translate.Config, res *manifest.Resu
 	if len(res.EgressIPs) == 0 {
 		return
 	}
-	in, problems := translate.EgressIPRowsFrom(cfg, res.EgressIPs, res.Namespaces, res.Pods, res.Nodes)
+	in, problems := egressip.EgressIPRowsFrom(cfg, res.EgressIPs, res.Namespaces, res.Pods, res.Nodes)
 	if zone != "" {
 		in.InZone(zone, res.Pods)
 	}
-	e := translate.TranslateEgressIPs(in)
+	e := egressip.TranslateEgressIPs(in)
 	for k, r := range e.Rows {
 		d.Rows[k] = r
 	}
@@ -123,10 +126,10 @@ func addEgressIPs(d *translate.Desired, cfg translate.Config, res *manifest.Resu
 func selectHosts(c *cli.Context, in *translate.Input, nodes []*corev1.Node) {
 	for _, n := range nodes {
 		if info := in.Nodes[n.Name]; info != nil {
-			info.Ready = translate.NodeReadyOffline(n)
+			info.Ready = hosts.NodeReadyOffline(n)
 		}
 	}
-	res := translate.SelectHosts(translate.SelectInput{ClusterSubnets: in.Config.ClusterSubnets, EgressServices: in.EgressServices,
+	res := hosts.SelectHosts(hosts.SelectInput{ClusterSubnets: in.Config.ClusterSubnets, EgressServices: in.EgressServices,
 		Services: in.Services, EndpointSlices: in.EndpointSlices, Nodes: in.Nodes, KeepAssigned: true})
 	in.EgressServices = res.Apply(in.EgressServices)
 	for _, es := range in.EgressServices {

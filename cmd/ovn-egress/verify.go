@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
 	"maps"
 	"slices"
 	"strings"
@@ -161,9 +163,9 @@ func verify(ctx context.Context, c *cli.Context) (verifyResult, error) {
 		return res, err
 	}
 	if in.Zone != "" {
-		in.EgressNodes = translate.EgressIPNodes(eips) // their zones' cluster routes
+		in.EgressNodes = egressip.EgressIPNodes(eips) // their zones' cluster routes
 	}
-	d := translate.Translate(in)
+	d := egressservice.Translate(in)
 	eipKeys, err := verifyEgressIPs(ctx, rc, nb, in.Config, in.Zone, eips, objs.Nodes, d)
 	if err != nil {
 		return res, err
@@ -416,12 +418,12 @@ func verifyEgressIPs(ctx context.Context, rc *rest.Config, nb client.Client, cfg
 	for i := range podl.Items {
 		pods = append(pods, &podl.Items[i])
 	}
-	in, problems := translate.EgressIPRowsFrom(cfg, eips, nss, pods, nodes)
+	in, problems := egressip.EgressIPRowsFrom(cfg, eips, nss, pods, nodes)
 	if zone != "" {
 		in.InZone(zone, pods)
 	}
 	in.Served = served
-	d.Merge(translate.TranslateEgressIPs(in))
+	d.Merge(egressip.TranslateEgressIPs(in))
 	d.Problems = append(d.Problems, problems...)
 	slices.Sort(keys)
 	return slices.Compact(keys), nil

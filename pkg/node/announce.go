@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
 	"net"
 	"net/netip"
 	"slices"
@@ -170,7 +171,7 @@ func (a *Announcer) sync(_ context.Context, _ []string) error {
 // are logged and counted once each, and checked again at every sync (the
 // Node's networks may change). Called with a.mu held.
 func (a *Announcer) announceable(n *corev1.Node, ips []netip.Addr) []netip.Addr {
-	facts := translate.ParseEgressIPNode(n, true)
+	facts := egressip.ParseEgressIPNode(n, true)
 	var out []netip.Addr
 	for _, ip := range ips {
 		why := facts.AnnounceRefusal(ip)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"slices"
 	"strings"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // ApplierConfig tunes the Applier.
@@ -48,7 +48,7 @@ const ifNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456
 // DefaultApplierConfig: priority 5000, ovn-k8s-mp0, forwarding on, a
 // withdrawn endpoint guarded for WithdrawnHold.
 func DefaultApplierConfig() ApplierConfig {
-	return ApplierConfig{RulePriority: translate.DefaultRulePriority, RuleProtocol: DefaultRuleProtocol, MgmtPort: "ovn-k8s-mp0",
+	return ApplierConfig{RulePriority: nodeplan.DefaultRulePriority, RuleProtocol: DefaultRuleProtocol, MgmtPort: "ovn-k8s-mp0",
 		EnableForwarding: true, WithdrawnHold: WithdrawnHold}
 }
 
@@ -61,9 +61,9 @@ func (c ApplierConfig) Validate() error {
 	if c.RulePriority <= 0 || c.RulePriority >= 32766 {
 		return fmt.Errorf("rule priority %d: want 1..32765 (0 is the local table, 32766/32767 main and default)", c.RulePriority)
 	}
-	if slices.Contains(translate.OVNKubeRulePriorities, c.RulePriority) {
+	if slices.Contains(nodeplan.OVNKubeRulePriorities, c.RulePriority) {
 		return fmt.Errorf("rule priority %d is ovn-kubernetes' (it owns %v and deletes rules it does not know there): choose another",
-			c.RulePriority, translate.OVNKubeRulePriorities)
+			c.RulePriority, nodeplan.OVNKubeRulePriorities)
 	}
 	if c.RuleProtocol == 0 || c.RuleProtocol == ovnKubeProtocolOVN || c.RuleProtocol == ovnKubeProtocol {
 		return fmt.Errorf("rule protocol %d: want 1..255 other than ovn-kubernetes' %d and %d", c.RuleProtocol, ovnKubeProtocolOVN, ovnKubeProtocol)
@@ -123,7 +123,7 @@ type ApplyOptions struct {
 type Result struct {
 	// Reached is the owned state after the apply: what was there and is
 	// still wanted or kept, plus what was added.
-	Reached translate.NodeState
+	Reached nodeplan.NodeState
 	// Added and Deleted count rules and map elements written; Chains says
 	// the table structure was (re)written.
 	Added, Deleted int
@@ -142,8 +142,8 @@ func (r Result) Changed() bool {
 
 // Apply takes the owned state to want. Errors of single rules do not stop
 // the others; the returned Result says what was reached either way.
-func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts ApplyOptions) (Result, error) {
-	want = translate.NodeState{Rules: slices.Clone(want.Rules), SNAT: slices.Clone(want.SNAT),
+func (a *Applier) Apply(ctx context.Context, want nodeplan.NodeState, opts ApplyOptions) (Result, error) {
+	want = nodeplan.NodeState{Rules: slices.Clone(want.Rules), SNAT: slices.Clone(want.SNAT),
 		NoSNAT: slices.Clone(want.NoSNAT), NodeIPs: slices.Clone(want.NodeIPs), BypassRule: want.BypassRule}.Normalize()
 	for _, r := range want.Rules {
 		if r.Priority != a.cfg.RulePriority {
@@ -243,8 +243,8 @@ func (a *Applier) Apply(ctx context.Context, want translate.NodeState, opts Appl
 }
 
 // existing is the owned state as listed, before any write.
-func existing(rules ownedRules, nft nftState) translate.NodeState {
-	st := translate.NodeState{SNAT: elementsOf(nft)}
+func existing(rules ownedRules, nft nftState) nodeplan.NodeState {
+	st := nodeplan.NodeState{SNAT: elementsOf(nft)}
 	for r := range rules.rules {
 		st.Rules = append(st.Rules, r)
 	}
@@ -252,20 +252,20 @@ func existing(rules ownedRules, nft nftState) translate.NodeState {
 }
 
 // elementsOf lists the map elements nft holds.
-func elementsOf(nft nftState) []translate.SNATElement {
-	out := make([]translate.SNATElement, 0, len(nft.elements))
+func elementsOf(nft nftState) []nodeplan.SNATElement {
+	out := make([]nodeplan.SNATElement, 0, len(nft.elements))
 	for _, e := range nft.elements {
 		out = append(out, e)
 	}
 	return out
 }
 
-func staleRules(rules ownedRules, want translate.NodeState) []translate.IPRule {
-	wanted := make(map[translate.IPRule]bool, len(want.Rules))
+func staleRules(rules ownedRules, want nodeplan.NodeState) []nodeplan.IPRule {
+	wanted := make(map[nodeplan.IPRule]bool, len(want.Rules))
 	for _, r := range want.Rules {
 		wanted[r] = true
 	}
-	var out []translate.IPRule
+	var out []nodeplan.IPRule
 	for r := range rules.rules {
 		if !wanted[r] {
 			out = append(out, r)
@@ -274,16 +274,16 @@ func staleRules(rules ownedRules, want translate.NodeState) []translate.IPRule {
 	return out
 }
 
-func mergeRules(a, b []translate.IPRule) []translate.IPRule {
+func mergeRules(a, b []nodeplan.IPRule) []nodeplan.IPRule {
 	return append(slices.Clone(a), b...)
 }
 
 // familiesOf lists the families the state programs something for.
-func familiesOf(st translate.NodeState) []ipfamily.Family {
+func familiesOf(st nodeplan.NodeState) []ipfamily.Family {
 	var out []ipfamily.Family
 	for _, f := range ipfamily.All {
-		used := slices.ContainsFunc(st.SNAT, func(e translate.SNATElement) bool { return e.Family == f }) ||
-			slices.ContainsFunc(st.Rules, func(r translate.IPRule) bool { return r.Family == f })
+		used := slices.ContainsFunc(st.SNAT, func(e nodeplan.SNATElement) bool { return e.Family == f }) ||
+			slices.ContainsFunc(st.Rules, func(r nodeplan.IPRule) bool { return r.Family == f })
 		if used {
 			out = append(out, f)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"io"
 	"io/fs"
 	"net"
@@ -17,7 +18,6 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 type mapSysctl map[string]string
@@ -56,13 +56,13 @@ func newFakeEnv(t *testing.T) *fakeEnv {
 	return e
 }
 
-func rule(s string) translate.IPRule {
+func rule(s string) nodeplan.IPRule {
 	// "10.0.0.1 100" or "169.254.169.3:30300 100"
-	var r translate.IPRule
+	var r nodeplan.IPRule
 	src, table, _ := strings.Cut(s, " ")
 	host, port, hasPort := strings.Cut(src, "|")
 	a := netip.MustParseAddr(host)
-	r.Family, r.Priority, r.Src = ipfamily.Of(a), translate.DefaultRulePriority, netip.PrefixFrom(a, a.BitLen())
+	r.Family, r.Priority, r.Src = ipfamily.Of(a), nodeplan.DefaultRulePriority, netip.PrefixFrom(a, a.BitLen())
 	if hasPort {
 		r.SourcePort = uint16(mustAtoi(port))
 	}
@@ -78,9 +78,9 @@ func mustAtoi(s string) int {
 	return n
 }
 
-func elem(ep, snat, owner string) translate.SNATElement {
+func elem(ep, snat, owner string) nodeplan.SNATElement {
 	a := netip.MustParseAddr(ep)
-	return translate.SNATElement{Family: ipfamily.Of(a), Endpoint: a, SNATIP: netip.MustParseAddr(snat), Owner: owner}
+	return nodeplan.SNATElement{Family: ipfamily.Of(a), Endpoint: a, SNATIP: netip.MustParseAddr(snat), Owner: owner}
 }
 
 func kernelRuleFor(t *testing.T, src string, sport uint16, table, prio int) *netlink.Rule {
@@ -137,11 +137,11 @@ func TestNodeApplierRepair(t *testing.T) {
 		}
 		must(t, e.nl.RuleAdd(r))
 	}
-	want := translate.NodeState{
-		Rules: []translate.IPRule{rule("10.128.0.3 100"), rule("10.128.0.4 100"), rule("169.254.169.3|30300 100")},
-		SNAT:  []translate.SNATElement{elem("10.128.0.3", "5.5.5.5", "namespace1/service1"), elem("10.128.0.4", "6.6.6.6", "namespace1/service2")},
+	want := nodeplan.NodeState{
+		Rules: []nodeplan.IPRule{rule("10.128.0.3 100"), rule("10.128.0.4 100"), rule("169.254.169.3|30300 100")},
+		SNAT:  []nodeplan.SNATElement{elem("10.128.0.3", "5.5.5.5", "namespace1/service1"), elem("10.128.0.4", "6.6.6.6", "namespace1/service2")},
 	}
-	if _, err := e.a.Apply(ctx, translate.NodeState{SNAT: []translate.SNATElement{
+	if _, err := e.a.Apply(ctx, nodeplan.NodeState{SNAT: []nodeplan.SNATElement{
 		elem("10.128.0.3", "5.5.5.5", "namespace1/service1"), // valid
 		elem("10.128.0.4", "7.7.7.7", "namespace1/service2"), // wrong LB
 		elem("10.128.0.5", "5.5.5.5", "namespace1/service1"), // gone endpoint
@@ -199,13 +199,13 @@ func TestNodeApplierRepair(t *testing.T) {
 func TestNodeApplierAddsBeforeDeletes(t *testing.T) {
 	ctx := context.Background()
 	e := newFakeEnv(t)
-	old := translate.NodeState{Rules: []translate.IPRule{rule("10.128.0.3 100")},
-		SNAT: []translate.SNATElement{elem("10.128.0.3", "5.5.5.5", "ns/a")}}
+	old := nodeplan.NodeState{Rules: []nodeplan.IPRule{rule("10.128.0.3 100")},
+		SNAT: []nodeplan.SNATElement{elem("10.128.0.3", "5.5.5.5", "ns/a")}}
 	if _, err := e.a.Apply(ctx, old, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	next := translate.NodeState{Rules: []translate.IPRule{rule("10.128.0.3 200"), rule("fe00::3 200")},
-		SNAT: []translate.SNATElement{elem("10.128.0.3", "6.6.6.6", "ns/a"), elem("fe00::3", "5:5::5", "ns/a")}}
+	next := nodeplan.NodeState{Rules: []nodeplan.IPRule{rule("10.128.0.3 200"), rule("fe00::3 200")},
+		SNAT: []nodeplan.SNATElement{elem("10.128.0.3", "6.6.6.6", "ns/a"), elem("fe00::3", "5:5::5", "ns/a")}}
 	e.nl.Fail = func(op string, r *netlink.Rule) error {
 		if op == "add" && r.Family == netlink.FAMILY_V6 {
 			return unix.EPERM
@@ -233,7 +233,7 @@ func TestNodeApplierAddsBeforeDeletes(t *testing.T) {
 		t.Errorf("reached:\n%s\nwant:\n%s", got, want)
 	}
 	// Deletion removes everything owned, and only that.
-	res, err = e.a.Apply(ctx, translate.NodeState{}, ApplyOptions{})
+	res, err = e.a.Apply(ctx, nodeplan.NodeState{}, ApplyOptions{})
 	if err != nil || len(res.Reached.Rules)+len(res.Reached.SNAT) != 0 || e.nl.Dump() != "" {
 		t.Errorf("after deleting all: reached %s, rules %q, err %v", stateString(res.Reached), e.nl.Dump(), err)
 	}
@@ -260,12 +260,12 @@ func TestNodeApplierConfigValidate(t *testing.T) {
 	e := newFakeEnv(t)
 	r := rule("10.0.0.1 100")
 	r.Priority = 6000
-	if _, err := e.a.Apply(context.Background(), translate.NodeState{Rules: []translate.IPRule{r}}, ApplyOptions{}); err == nil {
+	if _, err := e.a.Apply(context.Background(), nodeplan.NodeState{Rules: []nodeplan.IPRule{r}}, ApplyOptions{}); err == nil {
 		t.Error("a rule at a foreign priority was accepted")
 	}
 }
 
-func stateString(st translate.NodeState) string {
+func stateString(st nodeplan.NodeState) string {
 	var b strings.Builder
 	for _, r := range st.Rules {
 		b.WriteString(r.String() + "\n")
@@ -318,7 +318,7 @@ func TestNodeApplierErrnoIdempotence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := translate.NodeState{Rules: []translate.IPRule{rule("10.128.0.3 100")}}
+	want := nodeplan.NodeState{Rules: []nodeplan.IPRule{rule("10.128.0.3 100")}}
 	res, err := a.Apply(context.Background(), want, ApplyOptions{})
 	if err != nil {
 		t.Fatalf("apply: %v", err)

@@ -3,11 +3,11 @@ package node
 import (
 	"errors"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // The local-gateway bypass rule (translate.FwMarkRulePriority): "fwmark
@@ -19,7 +19,7 @@ import (
 
 // isBypassRule reports whether r has the bypass rule's shape.
 func isBypassRule(r netlink.Rule) bool {
-	return r.Priority == translate.FwMarkRulePriority && r.Mark == translate.NodeSNATMark &&
+	return r.Priority == nodeplan.FwMarkRulePriority && r.Mark == nodeplan.NodeSNATMark &&
 		(r.Mask == nil || *r.Mask == 0xffffffff) && r.Table == unixMainTable && r.Src == nil && r.Dst == nil && !r.Invert
 }
 
@@ -29,8 +29,8 @@ const unixMainTable = 254
 func bypassRule(f ipfamily.Family, proto uint8) *netlink.Rule {
 	r := netlink.NewRule()
 	r.Family = netlinkFamily(f)
-	r.Priority = translate.FwMarkRulePriority
-	r.Mark = translate.NodeSNATMark
+	r.Priority = nodeplan.FwMarkRulePriority
+	r.Mark = nodeplan.NodeSNATMark
 	r.Table = unixMainTable
 	r.Protocol = proto
 	return r

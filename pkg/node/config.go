@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"net/netip"
 	"time"
 
@@ -90,7 +91,7 @@ type ZoneClaim interface {
 func DefaultConfig() Config {
 	return Config{
 		ReportNamespace:  "ovn-egress",
-		RulePriority:     translate.DefaultRulePriority,
+		RulePriority:     nodeplan.DefaultRulePriority,
 		RuleProtocol:     DefaultRuleProtocol,
 		WithdrawGrace:    2 * time.Second,
 		FailingBound:     time.Minute,
@@ -144,8 +145,8 @@ func (c Config) applierConfig() ApplierConfig {
 		EnableForwarding: c.EnableForwarding, WithdrawnHold: c.WithdrawnHold}
 }
 
-func (c Config) planConfig() translate.NodePlanConfig {
-	pc := translate.DefaultNodePlanConfig()
+func (c Config) planConfig() nodeplan.NodePlanConfig {
+	pc := nodeplan.DefaultNodePlanConfig()
 	pc.RulePriority = c.RulePriority
 	return pc
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"net/netip"
 	"slices"
 	"time"
@@ -240,7 +241,7 @@ func (c *Controller) enqueue() { c.work.Add(syncKey) }
 func (c *Controller) onEgressService(old, obj any) {
 	es, _ := obj.(*egressv1.EgressService)
 	prev, _ := old.(*egressv1.EgressService)
-	if translate.HostedOn(es, c.cfg.NodeName) || translate.HostedOn(prev, c.cfg.NodeName) {
+	if nodeplan.HostedOn(es, c.cfg.NodeName) || nodeplan.HostedOn(prev, c.cfg.NodeName) {
 		c.enqueue()
 	}
 }
@@ -263,7 +264,7 @@ func (c *Controller) onEndpointSlice(obj any) {
 // is programmed on this node; other Services and slices are not ours.
 func (c *Controller) enqueueIfHosted(ns, name string) {
 	es, err := c.esLister.EgressServices(ns).Get(name)
-	if err == nil && translate.HostedOn(es, c.cfg.NodeName) {
+	if err == nil && nodeplan.HostedOn(es, c.cfg.NodeName) {
 		c.enqueue()
 	}
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"io/fs"
 	"slices"
 
@@ -10,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // forwardingPlan is what the host path needs switched on, decided before
@@ -32,7 +32,7 @@ type forwardingPlan struct {
 	v6Guard bool     // the forward-guard chain is wanted
 }
 
-func (a *Applier) planForwarding(want translate.NodeState, have nftState) (forwardingPlan, error) {
+func (a *Applier) planForwarding(want nodeplan.NodeState, have nftState) (forwardingPlan, error) {
 	var p forwardingPlan
 	_, p.v6Guard = have.chains[forwardChain]
 	if !a.cfg.EnableForwarding {
@@ -75,7 +75,7 @@ func (a *Applier) planForwarding(want translate.NodeState, have nftState) (forwa
 // egressLinks are the IPv4 interfaces the host path uses: the management
 // port, the default routes' of the main table, and every route's of the
 // tables the rules point to.
-func (a *Applier) egressLinks(want translate.NodeState) ([]string, error) {
+func (a *Applier) egressLinks(want nodeplan.NodeState) ([]string, error) {
 	names := map[string]bool{}
 	if a.cfg.MgmtPort != "" {
 		names[a.cfg.MgmtPort] = true

@@ -1,11 +1,11 @@
 package node
 
 import (
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"strings"
 	"testing"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // TestNodeKernelRuleOwnership, against the real kernel (iproute2 reads the
@@ -31,7 +31,7 @@ func TestNodeKernelRuleOwnership(t *testing.T) {
 	} {
 		tns.MustRun(t, append([]string{"ip"}, args...)...)
 	}
-	want := translate.NodeState{BypassRule: true, Rules: []translate.IPRule{rule("10.128.0.3 100"), rule("fd00::3 100")}}
+	want := nodeplan.NodeState{BypassRule: true, Rules: []nodeplan.IPRule{rule("10.128.0.3 100"), rule("fd00::3 100")}}
 	k.apply(t, want, ApplyOptions{})
 	v4, v6 := rules("-4"), rules("-6")
 	for _, w := range []string{
@@ -56,7 +56,7 @@ func TestNodeKernelRuleOwnership(t *testing.T) {
 
 	// The node leaves local gateway mode and the services go: the agent's
 	// rules go, everyone else's stay.
-	k.apply(t, translate.NodeState{}, ApplyOptions{})
+	k.apply(t, nodeplan.NodeState{}, ApplyOptions{})
 	v4, v6 = rules("-4"), rules("-6")
 	if strings.Contains(v4+v6, "proto 97") {
 		t.Errorf("the agent's rules left after it wants none:\n%s%s", v4, v6)
@@ -67,7 +67,7 @@ func TestNodeKernelRuleOwnership(t *testing.T) {
 		}
 	}
 
-	for _, p := range translate.OVNKubeRulePriorities {
+	for _, p := range nodeplan.OVNKubeRulePriorities {
 		cfg := DefaultApplierConfig()
 		cfg.RulePriority = p
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "ovn-kubernetes'") {

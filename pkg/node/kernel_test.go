@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"net"
 	"net/netip"
 	"os"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // Tests in this file run against the real kernel, inside network
@@ -64,7 +64,7 @@ func newKernelAgentWith(t *testing.T, tns *testenv.NetNS, cfg ApplierConfig) *ke
 	return &kernelAgent{ns: ns, nl: nl, a: a}
 }
 
-func (k *kernelAgent) apply(t *testing.T, st translate.NodeState, opts ApplyOptions) Result {
+func (k *kernelAgent) apply(t *testing.T, st nodeplan.NodeState, opts ApplyOptions) Result {
 	t.Helper()
 	var res Result
 	err := k.ns.Do(func() (err error) {
@@ -110,10 +110,10 @@ func TestNodeKernelApply(t *testing.T) {
 	tns.MustRun(t, "ip", "rule", "add", "from", "10.128.0.77", "lookup", "100", "priority", "5000")
 	tns.MustRun(t, "ip", "rule", "add", "from", "10.128.0.3", "lookup", "101", "priority", "5000")
 
-	want := translate.NodeState{
-		Rules: []translate.IPRule{rule("10.128.0.3 100"), rule("10.96.0.10 100"), rule("169.254.169.3|30300 100"),
+	want := nodeplan.NodeState{
+		Rules: []nodeplan.IPRule{rule("10.128.0.3 100"), rule("10.96.0.10 100"), rule("169.254.169.3|30300 100"),
 			rule("fe00::3 100"), rule("fd69::3|30300 100"), rule("10.128.0.4 4000000")},
-		SNAT: []translate.SNATElement{elem("10.128.0.3", "172.18.0.100", "namespace1/service1"),
+		SNAT: []nodeplan.SNATElement{elem("10.128.0.3", "172.18.0.100", "namespace1/service1"),
 			elem("10.128.0.4", "172.18.0.101", "namespace1/service2"), elem("fe00::3", "fc00::100", "namespace1/service1")},
 		NoSNAT: noSNATSubnets,
 	}
@@ -212,9 +212,9 @@ func TestNodeKernelApply(t *testing.T) {
 	}
 
 	// Pruning: service2 goes, service1's LB IP changes.
-	next := translate.NodeState{
-		Rules:  []translate.IPRule{rule("10.128.0.3 100"), rule("10.96.0.10 100"), rule("fe00::3 100")},
-		SNAT:   []translate.SNATElement{elem("10.128.0.3", "172.18.0.102", "namespace1/service1")},
+	next := nodeplan.NodeState{
+		Rules:  []nodeplan.IPRule{rule("10.128.0.3 100"), rule("10.96.0.10 100"), rule("fe00::3 100")},
+		SNAT:   []nodeplan.SNATElement{elem("10.128.0.3", "172.18.0.102", "namespace1/service1")},
 		NoSNAT: noSNATSubnets,
 	}
 	res = k.apply(t, next, ApplyOptions{KeepStale: true})
@@ -247,7 +247,7 @@ func TestNodeKernelApply(t *testing.T) {
 		t.Errorf("foreign IPv6 rule at 5001 gone:\n%s", r)
 	}
 	// Everything owned goes; the table stays (empty maps, same chains).
-	k.apply(t, translate.NodeState{NoSNAT: noSNATSubnets}, ApplyOptions{})
+	k.apply(t, nodeplan.NodeState{NoSNAT: noSNATSubnets}, ApplyOptions{})
 	for _, fam := range []string{"-4", "-6"} {
 		if r := tns.MustRun(t, "ip", fam, "rule", "show"); strings.Contains(r, "\n5000:") {
 			t.Errorf("rules left at 5000:\n%s", r)
@@ -347,7 +347,7 @@ func TestNodeKernelPacketSNAT(t *testing.T) {
 		}
 	}
 
-	var want translate.NodeState
+	var want nodeplan.NodeState
 	want.NoSNAT = noSNATSubnets
 	for _, a := range kernelFamilies {
 		want.SNAT = append(want.SNAT, elem(a.pod, a.lb, "ns/svc"))

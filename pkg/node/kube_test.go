@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"io"
 	"net"
 	"net/netip"
@@ -81,7 +82,7 @@ func TestNodeAgentKubeAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range evs.Items {
-			if e.Reason == string(translate.ReasonNetworkNotFound) && e.InvolvedObject.Name == "nonet" && e.Type == "Warning" &&
+			if e.Reason == string(nodeplan.ReasonNetworkNotFound) && e.InvolvedObject.Name == "nonet" && e.Type == "Warning" &&
 				e.Source.Component == node.EventSource && strings.Contains(e.Message, n.Name) && strings.Contains(e.Message, `"nope"`) {
 				return true
 			}

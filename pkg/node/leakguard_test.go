@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"net/netip"
 	"strings"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // TestNodeKernelLeakGuard: a packet conntrack marks invalid skips the nat
@@ -24,7 +24,7 @@ import (
 func TestNodeKernelLeakGuard(t *testing.T) {
 	pod, nodeNS, ext := leakGuardTopology(t, "oe-lg")
 	k := newKernelAgent(t, nodeNS)
-	want := translate.NodeState{SNAT: []translate.SNATElement{elem("10.128.1.5", "172.18.0.100", "ns/svc")}, NoSNAT: noSNATSubnets}
+	want := nodeplan.NodeState{SNAT: []nodeplan.SNATElement{elem("10.128.1.5", "172.18.0.100", "ns/svc")}, NoSNAT: noSNATSubnets}
 	k.apply(t, want, ApplyOptions{})
 	nodeNS.Sysctl(t, "net/netfilter/nf_conntrack_tcp_loose", "0")
 
@@ -77,7 +77,7 @@ func TestNodeKernelLeakGuard(t *testing.T) {
 	// here; they no longer match a served endpoint, and would leave with
 	// the pod address but for the withdrawn set.
 	k.apply(t, want, ApplyOptions{}) // the SNAT chain back
-	k.apply(t, translate.NodeState{NoSNAT: noSNATSubnets}, ApplyOptions{})
+	k.apply(t, nodeplan.NodeState{NoSNAT: noSNATSubnets}, ApplyOptions{})
 	if leakedAs(7005, 0x02) {
 		t.Errorf("a SYN of a withdrawn endpoint left the node with the pod address")
 	}
@@ -127,8 +127,8 @@ func TestWithdrawnAgainIsGuardedAFullHold(t *testing.T) {
 	cfg := DefaultApplierConfig()
 	cfg.WithdrawnHold = 5 * time.Second
 	k := newKernelAgentWith(t, nodeNS, cfg)
-	served := translate.NodeState{SNAT: []translate.SNATElement{elem("10.128.1.5", "172.18.0.100", "ns/svc")}, NoSNAT: noSNATSubnets}
-	gone := translate.NodeState{NoSNAT: noSNATSubnets}
+	served := nodeplan.NodeState{SNAT: []nodeplan.SNATElement{elem("10.128.1.5", "172.18.0.100", "ns/svc")}, NoSNAT: noSNATSubnets}
+	gone := nodeplan.NodeState{NoSNAT: noSNATSubnets}
 	pod4, ext4 := netip.MustParseAddr("10.128.1.5"), netip.MustParseAddr("172.18.0.1")
 	leaked := func(dport uint16) bool { return leavesAs(t, pod, ext, pod4, ext4, dport, 0x02) } // a SYN
 

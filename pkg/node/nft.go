@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"hash/fnv"
 	"net/netip"
 	"slices"
@@ -12,7 +13,6 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // The nftables layout the agent owns: one table, never anyone else's.
@@ -201,15 +201,15 @@ func forwardRules(mgmtPort string) []chainRule {
 
 // nftState is what the agent found in its table.
 type nftState struct {
-	elements map[netip.Addr]translate.SNATElement // by endpoint
-	chains   map[string][]string                  // chain → rule comments, in order
+	elements map[netip.Addr]nodeplan.SNATElement // by endpoint
+	chains   map[string][]string                 // chain → rule comments, in order
 }
 
 // listNFT reads the agent's table through knftables, one object per nft
 // run (TableReader reads it in one); a missing table, map or chain reads
 // as empty.
 func listNFT(ctx context.Context, nft knftables.Interface) (nftState, error) {
-	st := nftState{elements: map[netip.Addr]translate.SNATElement{}, chains: map[string][]string{}}
+	st := nftState{elements: map[netip.Addr]nodeplan.SNATElement{}, chains: map[string][]string{}}
 	for _, f := range ipfamily.All {
 		elems, err := nft.ListElements(ctx, "map", snatMap(f))
 		if knftables.IsNotFound(err) {
@@ -249,23 +249,23 @@ func listNFT(ctx context.Context, nft knftables.Interface) (nftState, error) {
 	return st, nil
 }
 
-func elementFromNFT(f ipfamily.Family, e *knftables.Element) (translate.SNATElement, bool) {
+func elementFromNFT(f ipfamily.Family, e *knftables.Element) (nodeplan.SNATElement, bool) {
 	if len(e.Key) != 1 || len(e.Value) != 1 {
-		return translate.SNATElement{}, false
+		return nodeplan.SNATElement{}, false
 	}
 	k, err1 := netip.ParseAddr(e.Key[0])
 	v, err2 := netip.ParseAddr(e.Value[0])
 	if err1 != nil || err2 != nil || ipfamily.Of(k) != f {
-		return translate.SNATElement{}, false
+		return nodeplan.SNATElement{}, false
 	}
-	se := translate.SNATElement{Family: f, Endpoint: ipfamily.Canonical(k), SNATIP: ipfamily.Canonical(v)}
+	se := nodeplan.SNATElement{Family: f, Endpoint: ipfamily.Canonical(k), SNATIP: ipfamily.Canonical(v)}
 	if e.Comment != nil {
 		se.Owner = *e.Comment
 	}
 	return se, true
 }
 
-func nftElement(e translate.SNATElement) *knftables.Element {
+func nftElement(e nodeplan.SNATElement) *knftables.Element {
 	el := &knftables.Element{Map: snatMap(e.Family), Key: []string{e.Endpoint.String()}, Value: []string{e.SNATIP.String()}}
 	if e.Owner != "" {
 		el.Comment = knftables.PtrTo(e.Owner)
@@ -281,13 +281,13 @@ type nftPlan struct {
 	// deletes removes the elements nobody wants.
 	deletes *knftables.Transaction
 	// upserted and removed are the elements each transaction writes.
-	upserted, removed []translate.SNATElement
+	upserted, removed []nodeplan.SNATElement
 	// structure: adds creates the table or rewrites a chain. A chain's
 	// rules reference the maps, so chains as wanted imply the maps exist.
 	structure bool
 }
 
-func planNFT(nft knftables.Interface, have nftState, want translate.NodeState, cfg ApplierConfig, forwardGuard bool) nftPlan {
+func planNFT(nft knftables.Interface, have nftState, want nodeplan.NodeState, cfg ApplierConfig, forwardGuard bool) nftPlan {
 	p := nftPlan{adds: nft.NewTransaction(), deletes: nft.NewTransaction()}
 	snatRules, guardRules := chainRules(cfg.MgmtPort, want.NoSNAT, want.NodeIPs)
 	type chain struct {

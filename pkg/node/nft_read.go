@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"net/netip"
 	"os/exec"
 
 	"sigs.k8s.io/knftables"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // TableReader reads the agent's whole table with one run of the nft binary
@@ -37,7 +37,7 @@ func (r TableReader) read(ctx context.Context) (nftState, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		if bytes.Contains(stderr.Bytes(), []byte("No such file or directory")) {
-			return nftState{elements: map[netip.Addr]translate.SNATElement{}, chains: map[string][]string{}}, nil
+			return nftState{elements: map[netip.Addr]nodeplan.SNATElement{}, chains: map[string][]string{}}, nil
 		}
 		return nftState{}, fmt.Errorf("nft list table %s: %w: %s", TableName, err, bytes.TrimSpace(stderr.Bytes()))
 	}
@@ -49,7 +49,7 @@ func (r TableReader) read(ctx context.Context) (nftState, error) {
 // without rules is there, empty). Objects the agent does not read (sets,
 // counters) are skipped.
 func parseTable(out []byte) (nftState, error) {
-	st := nftState{elements: map[netip.Addr]translate.SNATElement{}, chains: map[string][]string{}}
+	st := nftState{elements: map[netip.Addr]nodeplan.SNATElement{}, chains: map[string][]string{}}
 	var doc struct {
 		Objects []map[string]json.RawMessage `json:"nftables"`
 	}

@@ -2,13 +2,13 @@ package node
 
 import (
 	"context"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"maps"
 	"net/netip"
 	"slices"
 	"testing"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // TestParseTable reads nft 1.0.6's JSON listing of a table like the
@@ -78,8 +78,8 @@ func TestTableReaderReadsAsKnftables(t *testing.T) {
 		}
 	}
 	empty()
-	want := translate.NodeState{
-		SNAT: []translate.SNATElement{elem("10.128.0.3", "172.18.0.100", "namespace1/service1"),
+	want := nodeplan.NodeState{
+		SNAT: []nodeplan.SNATElement{elem("10.128.0.3", "172.18.0.100", "namespace1/service1"),
 			elem("10.128.0.4", "172.18.0.101", "namespace1/service2"), elem("fe00::3", "fc00::100", "namespace1/service1")},
 		NoSNAT: noSNATSubnets, NodeIPs: []netip.Addr{netip.MustParseAddr("172.19.0.12")},
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"net"
 	"net/netip"
 
@@ -10,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // netlinkFamily maps the family value to netlink's.
@@ -30,7 +30,7 @@ func netlinkFamily(f ipfamily.Family) int {
 // and is never listed here, so never deleted. The bypass rule has its own
 // lister (bypass.go).
 type ownedRules struct {
-	rules map[translate.IPRule]netlink.Rule
+	rules map[nodeplan.IPRule]netlink.Rule
 	stray []netlink.Rule
 }
 
@@ -44,7 +44,7 @@ const (
 // listOwnedRules reads the agent's rules of both families: priority and
 // proto are its own (ApplierConfig).
 func listOwnedRules(nl Netlink, priority int, proto uint8) (ownedRules, error) {
-	own := ownedRules{rules: map[translate.IPRule]netlink.Rule{}}
+	own := ownedRules{rules: map[nodeplan.IPRule]netlink.Rule{}}
 	for _, f := range ipfamily.All {
 		rules, err := nl.RuleList(netlinkFamily(f))
 		if err != nil {
@@ -73,26 +73,26 @@ func listOwnedRules(nl Netlink, priority int, proto uint8) (ownedRules, error) {
 // ruleFromKernel reads a kernel rule as an IPRule when it has exactly the
 // shape the agent writes: "from <host address> [sport N] lookup <table>"
 // and no other selector or action.
-func ruleFromKernel(f ipfamily.Family, r netlink.Rule) (translate.IPRule, bool) {
+func ruleFromKernel(f ipfamily.Family, r netlink.Rule) (nodeplan.IPRule, bool) {
 	if r.Src == nil || r.Dst != nil || r.Table <= 0 || r.Invert || r.Mark != 0 || r.Mask != nil ||
 		r.IifName != "" || r.OifName != "" || r.Dport != nil || r.IPProto != 0 || r.UIDRange != nil ||
 		r.Tos != 0 || r.Goto > 0 || r.TunID != 0 || r.SuppressPrefixlen > 0 || r.SuppressIfgroup > 0 ||
 		(r.Type != 0 && r.Type != unix.RTN_UNICAST) {
-		return translate.IPRule{}, false
+		return nodeplan.IPRule{}, false
 	}
 	addr, ok := netip.AddrFromSlice(r.Src.IP)
 	if !ok {
-		return translate.IPRule{}, false
+		return nodeplan.IPRule{}, false
 	}
 	addr = ipfamily.Canonical(addr)
 	ones, _ := r.Src.Mask.Size()
 	if ipfamily.Of(addr) != f || ones != addr.BitLen() {
-		return translate.IPRule{}, false
+		return nodeplan.IPRule{}, false
 	}
-	ir := translate.IPRule{Family: f, Priority: r.Priority, Src: netip.PrefixFrom(addr, ones), Table: uint32(r.Table)}
+	ir := nodeplan.IPRule{Family: f, Priority: r.Priority, Src: netip.PrefixFrom(addr, ones), Table: uint32(r.Table)}
 	if r.Sport != nil {
 		if r.Sport.Start != r.Sport.End || r.Sport.Start == 0 {
-			return translate.IPRule{}, false
+			return nodeplan.IPRule{}, false
 		}
 		ir.SourcePort = r.Sport.Start
 	}
@@ -100,7 +100,7 @@ func ruleFromKernel(f ipfamily.Family, r netlink.Rule) (translate.IPRule, bool) 
 }
 
 // kernelRule builds the netlink rule for an IPRule, marked proto.
-func kernelRule(ir translate.IPRule, proto uint8) *netlink.Rule {
+func kernelRule(ir nodeplan.IPRule, proto uint8) *netlink.Rule {
 	r := netlink.NewRule()
 	r.Family = netlinkFamily(ir.Family)
 	r.Protocol = proto
@@ -117,7 +117,7 @@ func kernelRule(ir translate.IPRule, proto uint8) *netlink.Rule {
 // addRules adds every wanted rule that is not there and returns the rules
 // that exist afterwards (wanted ∩ (there ∪ added)); every failure is joined
 // into the error, the other rules still go ahead.
-func addRules(nl Netlink, own ownedRules, want []translate.IPRule, proto uint8) (reached []translate.IPRule, added int, err error) {
+func addRules(nl Netlink, own ownedRules, want []nodeplan.IPRule, proto uint8) (reached []nodeplan.IPRule, added int, err error) {
 	var errs []error
 	for _, ir := range want {
 		if _, ok := own.rules[ir]; ok {
@@ -136,8 +136,8 @@ func addRules(nl Netlink, own ownedRules, want []translate.IPRule, proto uint8) 
 
 // deleteRules deletes the owned rules not wanted, strays included, and
 // returns how many went, the ones that did not and their errors.
-func deleteRules(nl Netlink, own ownedRules, want []translate.IPRule) (deleted int, failed []translate.IPRule, strayFailed int, err error) {
-	keep := make(map[translate.IPRule]bool, len(want))
+func deleteRules(nl Netlink, own ownedRules, want []nodeplan.IPRule) (deleted int, failed []nodeplan.IPRule, strayFailed int, err error) {
+	keep := make(map[nodeplan.IPRule]bool, len(want))
 	for _, ir := range want {
 		keep[ir] = true
 	}

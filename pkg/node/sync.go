@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"strings"
 	"time"
 
@@ -42,7 +43,7 @@ func (c *Controller) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	plan := translate.NodePlan(in)
+	plan := nodeplan.NodePlan(in)
 	before, err := c.currentReport()
 	if err != nil {
 		return err
@@ -103,8 +104,8 @@ func (c *Controller) sync(ctx context.Context) error {
 
 // gather reads the plan's inputs from the listers and resolves the network
 // names of the services programmed here.
-func (c *Controller) gather() (translate.NodePlanInput, error) {
-	in := translate.NodePlanInput{Node: c.cfg.NodeName, ClusterSubnets: c.cfg.ClusterSubnets, Config: c.cfg.planConfig()}
+func (c *Controller) gather() (nodeplan.NodePlanInput, error) {
+	in := nodeplan.NodePlanInput{Node: c.cfg.NodeName, ClusterSubnets: c.cfg.ClusterSubnets, Config: c.cfg.planConfig()}
 	if n, err := c.nodeLister.Get(c.cfg.NodeName); err == nil {
 		info := translate.ParseNode(n, nil)
 		in.NodeSubnets, in.LocalGateway = info.Subnets, info.GatewayMode == translate.GatewayModeLocal
@@ -121,7 +122,7 @@ func (c *Controller) gather() (translate.NodePlanInput, error) {
 		return in, fmt.Errorf("list EgressServices: %w", err)
 	}
 	for _, es := range all {
-		if !translate.HostedOn(es, c.cfg.NodeName) {
+		if !nodeplan.HostedOn(es, c.cfg.NodeName) {
 			continue
 		}
 		in.EgressServices = append(in.EgressServices, es)
@@ -143,7 +144,7 @@ func (c *Controller) gather() (translate.NodePlanInput, error) {
 			}
 		}
 	}
-	in.Tables, err = c.d.Resolver.ResolveAll(translate.NodeNetworkNames(c.cfg.NodeName, in.EgressServices))
+	in.Tables, err = c.d.Resolver.ResolveAll(nodeplan.NodeNetworkNames(c.cfg.NodeName, in.EgressServices))
 	if err != nil {
 		return in, fmt.Errorf("resolve networks: %w", err)
 	}
@@ -151,7 +152,7 @@ func (c *Controller) gather() (translate.NodePlanInput, error) {
 }
 
 // apply runs the applier inside the agent's network namespace.
-func (c *Controller) apply(ctx context.Context, st translate.NodeState, opts ApplyOptions) (Result, error) {
+func (c *Controller) apply(ctx context.Context, st nodeplan.NodeState, opts ApplyOptions) (Result, error) {
 	var res Result
 	var err error
 	if nsErr := c.d.Namespace.Do(func() error {
@@ -221,7 +222,7 @@ type tableFamily struct {
 // route of that family: such traffic silently falls through to the next
 // rules. A table found with routes is not read again (routing tables can be
 // large); empty ones are re-read every sync.
-func (c *Controller) routeProblems(plan translate.NodePlanOutput) translate.Problems {
+func (c *Controller) routeProblems(plan nodeplan.NodePlanOutput) translate.Problems {
 	var ps translate.Problems
 	for _, s := range plan.Services {
 		seen := map[tableFamily]bool{}

@@ -3,6 +3,7 @@ package ovn_test
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
 	"os/exec"
 	"slices"
 	"strings"
@@ -81,7 +82,7 @@ func (e *env) apply(keys ...translate.Key) ovn.Stats {
 	if len(keys) == 0 {
 		keys = e.allKeys()
 	}
-	st, err := e.a.Apply(context.Background(), keys, translate.Translate(e.in))
+	st, err := e.a.Apply(context.Background(), keys, egressservice.Translate(e.in))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -340,7 +341,7 @@ func TestNBRestartConverges(t *testing.T) {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := e.a.Apply(ctx, e.allKeys(), translate.Translate(e.in))
+		_, err := e.a.Apply(ctx, e.allKeys(), egressservice.Translate(e.in))
 		cancel()
 		if err == nil {
 			break
@@ -363,7 +364,7 @@ func TestNBCtlRenderingMatchesApplier(t *testing.T) {
 	e := newEnv(t, ipfamily.V4, ipfamily.V6)
 	e.in.Config.Backend = translate.BackendOVN
 	e.service("ns1", "svc1", "node2", []string{"172.18.0.100", "fc00:f853:ccd:e793::100"}, "10.244.1.5@node1", "fd00:10:244:3::5@node3")
-	d := translate.Translate(e.in)
+	d := egressservice.Translate(e.in)
 	var script []string
 	for _, cmd := range translate.NBCtlCommands(d) {
 		script = append(script, translate.ShellQuote(cmd))
@@ -426,7 +427,7 @@ func TestTLSEndpoint(t *testing.T) {
 	for _, n := range topo.Nodes {
 		in.Nodes[n.Name] = translate.ParseNode(topo.NodeObject(n), in.Config.JoinSubnets)
 	}
-	if _, err := ovn.NewApplier(c, 0).Apply(ctx, in.AllKeys(), translate.Translate(in)); err != nil {
+	if _, err := ovn.NewApplier(c, 0).Apply(ctx, in.AllKeys(), egressservice.Translate(in)); err != nil {
 		t.Fatal(err)
 	}
 	if got := o.MustNBCtl(t, "get", "Address_Set", translate.NodeIPsSetName(ipfamily.V4), "addresses"); !strings.Contains(got, "172.18.0.2") {
@@ -486,7 +487,7 @@ func TestRAFTClusterLeaderHung(t *testing.T) {
 	cl.Freeze(leader)
 	in := raftInput(topo, "10.244.1.5@node1", "10.244.3.5@node3")
 	hctx, hcancel := context.WithTimeout(ctx, 4*time.Second)
-	_, err := a.Apply(hctx, in.AllKeys(), translate.Translate(in))
+	_, err := a.Apply(hctx, in.AllKeys(), egressservice.Translate(in))
 	hcancel()
 	t.Logf("a write while member %d hangs: %v", leader, err)
 	cl.Thaw(leader)
@@ -512,7 +513,7 @@ func raftApplier(ctx context.Context, t *testing.T, topo testenv.Topology, cfg o
 	t.Cleanup(c.Close)
 	in := raftInput(topo, "10.244.1.5@node1")
 	a := ovn.NewApplier(c, 0)
-	if _, err := a.Apply(ctx, in.AllKeys(), translate.Translate(in)); err != nil {
+	if _, err := a.Apply(ctx, in.AllKeys(), egressservice.Translate(in)); err != nil {
 		t.Fatal(err)
 	}
 	return a
@@ -525,7 +526,7 @@ func applyUntil(ctx context.Context, t *testing.T, a *ovn.Applier, in translate.
 	start := time.Now()
 	for {
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err := a.Apply(actx, in.AllKeys(), translate.Translate(in))
+		_, err := a.Apply(actx, in.AllKeys(), egressservice.Translate(in))
 		cancel()
 		if err == nil {
 			return
@@ -563,7 +564,7 @@ func TestLargeSweepIsSplit(t *testing.T) {
 	}
 	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, eps...)
 	a := ovn.NewApplier(e.c, 300)
-	st, err := a.Apply(context.Background(), e.allKeys(), translate.Translate(e.in))
+	st, err := a.Apply(context.Background(), e.allKeys(), egressservice.Translate(e.in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +575,7 @@ func TestLargeSweepIsSplit(t *testing.T) {
 		t.Fatalf("%d NAT rows", n)
 	}
 	e.in.EgressServices = nil
-	st, err = a.Apply(context.Background(), e.allKeys(), translate.Translate(e.in))
+	st, err = a.Apply(context.Background(), e.allKeys(), egressservice.Translate(e.in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,7 +635,7 @@ func TestGatewayRowsFollowTheNBSchema(t *testing.T) {
 
 	// An endpoint change: with NAT.match only address sets change.
 	e.service("ns1", "svc1", "node2", []string{"172.18.0.100"}, onHost.String()+"@node2", "10.244.3.5@node3")
-	p, err := ovn.BuildPlan(context.Background(), e.c, []translate.Key{translate.NodeKey("node2")}, translate.Translate(e.in))
+	p, err := ovn.BuildPlan(context.Background(), e.c, []translate.Key{translate.NodeKey("node2")}, egressservice.Translate(e.in))
 	if err != nil {
 		t.Fatal(err)
 	}

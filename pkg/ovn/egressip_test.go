@@ -3,6 +3,7 @@ package ovn_test
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
 	"net/netip"
 	"slices"
 	"strings"
@@ -20,13 +21,13 @@ import (
 
 // applyEgressIPs writes the rows of the given EgressIPs (name → "ip@node"
 // items and pods) and sweeps those of the names given without items.
-func (e *env) applyEgressIPs(objs ...translate.EgressIPObject) ovn.Stats {
+func (e *env) applyEgressIPs(objs ...egressip.EgressIPObject) ovn.Stats {
 	e.t.Helper()
 	keys := make([]translate.Key, 0, len(objs))
 	for _, o := range objs {
 		keys = append(keys, translate.EgressIPKey(o.EgressIP.Name))
 	}
-	d := translate.TranslateEgressIPs(translate.EgressIPRowsInput{Config: e.in.Config, Nodes: e.in.Nodes, Objects: objs})
+	d := egressip.TranslateEgressIPs(egressip.EgressIPRowsInput{Config: e.in.Config, Nodes: e.in.Nodes, Objects: objs})
 	if len(d.Problems) > 0 {
 		e.t.Fatalf("problems: %v", d.Problems)
 	}
@@ -37,18 +38,18 @@ func (e *env) applyEgressIPs(objs ...translate.EgressIPObject) ovn.Stats {
 	return st
 }
 
-func egressIPObject(name string, items []string, pods ...netip.Addr) translate.EgressIPObject {
+func egressIPObject(name string, items []string, pods ...netip.Addr) egressip.EgressIPObject {
 	o := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	for _, it := range items {
 		ip, node, _ := strings.Cut(it, "@")
 		o.Spec.EgressIPs = append(o.Spec.EgressIPs, ip)
 		o.Status.Items = append(o.Status.Items, egressipv1.EgressIPStatusItem{EgressIP: ip, Node: node})
 	}
-	sel := translate.EgressIPPods{}
+	sel := egressip.EgressIPPods{}
 	for _, p := range pods {
 		sel[ipfamily.Of(p)] = append(sel[ipfamily.Of(p)], p)
 	}
-	return translate.EgressIPObject{EgressIP: o, Pods: sel}
+	return egressip.EgressIPObject{EgressIP: o, Pods: sel}
 }
 
 // TestEgressIPRowsSteerThePods: an EgressIP's rows on a real NB, read back

@@ -3,6 +3,7 @@ package ovn_test
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func BenchmarkBuildPlanDrain(b *testing.B) {
 	in := translate.InputFromObjects(cfg, objs)
 	keys := in.AllKeys()
 	a := ovn.NewApplier(c, 0)
-	if _, err := a.Apply(ctx, keys, translate.Translate(in)); err != nil {
+	if _, err := a.Apply(ctx, keys, egressservice.Translate(in)); err != nil {
 		b.Fatal(err)
 	}
 	moved := 0
@@ -63,7 +64,7 @@ func BenchmarkBuildPlanDrain(b *testing.B) {
 	for _, n := range topo.Nodes {
 		drain = append(drain, translate.NodeKey(n.Name))
 	}
-	desired := translate.Translate(in)
+	desired := egressservice.Translate(in)
 	b.ResetTimer()
 	for range b.N {
 		p, err := ovn.BuildPlan(ctx, c, drain, desired)

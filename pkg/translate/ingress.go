@@ -62,12 +62,12 @@ func (n IngressNetworks) Refusal(ip netip.Addr, nodeIPs map[netip.Addr]string) s
 // (host-cidrs, else its primary interface and status addresses), without
 // parsing the rest of its annotations.
 func NodeAddresses(n *corev1.Node) []netip.Addr {
-	return hostIPs(n, &NodeInfo{})
+	return NodeHostIPs(n, &NodeInfo{})
 }
 
 // otherNamespaces returns the claims on one ingress IP ("namespace/name")
 // that are not in key's namespace, sorted.
-func otherNamespaces(key string, claims []string) []string {
+func OtherNamespaces(key string, claims []string) []string {
 	ns, _, _ := strings.Cut(key, "/")
 	var out []string
 	for _, c := range claims {

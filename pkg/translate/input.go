@@ -23,10 +23,16 @@ const (
 	BackendOVN Backend = "ovn"
 )
 
-// Unassigned traffic policies (--unassigned-traffic).
+// UnassignedTraffic says what happens to the traffic of endpoints without
+// a working host (--unassigned-traffic).
+type UnassignedTraffic string
+
+// Unassigned traffic policies.
 const (
-	UnassignedAllow = "allow"
-	UnassignedDrop  = "drop"
+	// UnassignedAllow: it leaves as usual, with its node's address.
+	UnassignedAllow UnassignedTraffic = "allow"
+	// UnassignedDrop: it is dropped (fail closed).
+	UnassignedDrop UnassignedTraffic = "drop"
 )
 
 // Config holds the cluster facts and knobs translation depends on.
@@ -40,9 +46,9 @@ type Config struct {
 	// to the cluster, join, service and node networks from being rerouted (102).
 	AllowPriority int
 	Backend       Backend
-	// UnassignedTraffic is "allow" (endpoints without a working host leave as
-	// usual, with their node's address) or "drop" (fail closed).
-	UnassignedTraffic string
+	// UnassignedTraffic is what happens to the traffic of endpoints
+	// without a working host.
+	UnassignedTraffic UnassignedTraffic
 	// AssumeAgentsReady treats every node agent as having reported every
 	// service (offline translation).
 	AssumeAgentsReady bool
@@ -176,7 +182,7 @@ type Input struct {
 // EgressServiceKey is "namespace/name".
 func EgressServiceKey(es *egressv1.EgressService) string { return es.Namespace + "/" + es.Name }
 
-func sortedEgressServices(in []*egressv1.EgressService) []*egressv1.EgressService {
+func SortedEgressServices(in []*egressv1.EgressService) []*egressv1.EgressService {
 	out := slices.Clone(in)
 	slices.SortFunc(out, func(a, b *egressv1.EgressService) int {
 		if a.Namespace != b.Namespace {

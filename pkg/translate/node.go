@@ -174,9 +174,9 @@ func ParseNode(n *corev1.Node, joinSubnets []netip.Prefix) *NodeInfo {
 			info.TransitIPs = parseFamilyIfAddr(m)
 		}
 	}
-	info.HostIPs = hostIPs(n, info)
+	info.HostIPs = NodeHostIPs(n, info)
 	if v := a[AnnotL3GatewayCfg]; v != "" {
-		parseGatewayConfig(v, info)
+		ParseGatewayConfig(v, info)
 	}
 	if v := a[ReportAnnotation]; v != "" {
 		r, err := ParseReport(v)
@@ -190,7 +190,7 @@ func ParseNode(n *corev1.Node, joinSubnets []netip.Prefix) *NodeInfo {
 
 // parseGatewayConfig reads l3-gateway-config's default network: mode,
 // gateway router MAC and next hops (Problems when it is not JSON).
-func parseGatewayConfig(v string, info *NodeInfo) {
+func ParseGatewayConfig(v string, info *NodeInfo) {
 	var m map[string]struct {
 		Mode     string   `json:"mode"`
 		MAC      string   `json:"mac-address"`
@@ -277,7 +277,7 @@ func parseFamilyIfAddr(m map[string]string) map[ipfamily.Family]netip.Addr {
 
 // hostIPs are the addresses in host-cidrs, or, without it, the node's
 // primary interface address and its InternalIP/ExternalIP status addresses.
-func hostIPs(n *corev1.Node, info *NodeInfo) []netip.Addr {
+func NodeHostIPs(n *corev1.Node, info *NodeInfo) []netip.Addr {
 	var out []netip.Addr
 	add := func(a netip.Addr) {
 		a = ipfamily.Canonical(a)

@@ -56,7 +56,7 @@ func (p Problem) String() string { return fmt.Sprintf("%s: %s: %s", p.Key, p.Rea
 // Problems collects problems in the order they were found.
 type Problems []Problem
 
-func (ps *Problems) add(key string, r Reason, format string, args ...any) {
+func (ps *Problems) Add(key string, r Reason, format string, args ...any) {
 	*ps = append(*ps, Problem{Key: key, Reason: r, Message: fmt.Sprintf(format, args...)})
 }
 

@@ -3,6 +3,7 @@ package translate
 import (
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -93,9 +94,9 @@ func KeyOf(ids map[string]string) (Key, bool) {
 	return NodeKey(ids[KeyName]), true
 }
 
-// ownerIDs builds the external_ids of a row; extra parts make the id unique
+// OwnerIDs builds the external_ids of a row; extra parts make the id unique
 // (e.g. the endpoint of a NAT row).
-func ownerIDs(ownerType, name string, f ipfamily.Family, extra ...string) map[string]string {
+func OwnerIDs(ownerType, name string, f ipfamily.Family, extra ...string) map[string]string {
 	parts := append([]string{OwnerController, ownerType, name, string(f)}, extra...)
 	return map[string]string{
 		KeyOwnerController: OwnerController,
@@ -192,9 +193,55 @@ type Rows struct {
 // Len is the number of rows.
 func (r *Rows) Len() int { return len(r.AddressSets) + len(r.Policies) + len(r.NATs) + len(r.Routes) }
 
-func (r *Rows) sort() {
+func (r *Rows) Sort() {
 	slices.SortFunc(r.AddressSets, func(a, b AddressSet) int { return strings.Compare(a.ExternalIDs[KeyID], b.ExternalIDs[KeyID]) })
 	slices.SortFunc(r.Policies, func(a, b Policy) int { return strings.Compare(a.ExternalIDs[KeyID], b.ExternalIDs[KeyID]) })
 	slices.SortFunc(r.NATs, func(a, b NAT) int { return strings.Compare(a.ExternalIDs[KeyID], b.ExternalIDs[KeyID]) })
 	slices.SortFunc(r.Routes, func(a, b StaticRoute) int { return strings.Compare(a.ExternalIDs[KeyID], b.ExternalIDs[KeyID]) })
+}
+
+// AllowDestinations is the destination half of the first allow policy: the
+// cluster, join and service networks of the family. Node addresses have an
+// allow policy of their own, which marks the packets as ovn-kubernetes'
+// Pod-To-Node policy does (PodToNodeMark): whichever of the two equal-priority
+// rows OVN picks, the result is the same. Written positively: a negation (!=)
+// in a match explodes into a cross product of OpenFlow flows in
+// ovn-controller.
+func AllowDestinations(cfg Config, f ipfamily.Family) string {
+	var parts []string
+	for _, ps := range [][]netip.Prefix{cfg.ClusterSubnets, cfg.JoinSubnets, cfg.ServiceCIDRs} {
+		for _, p := range ps {
+			if ipfamily.OfPrefix(p) == f {
+				parts = append(parts, p.Masked().String())
+			}
+		}
+	}
+	if len(parts) == 1 {
+		return fmt.Sprintf("%s.dst == %s", f.OVNMatch(), parts[0])
+	}
+	return fmt.Sprintf("%s.dst == {%s}", f.OVNMatch(), strings.Join(parts, ", "))
+}
+
+// NodeIPsSetName is the name of the cluster-wide node-IP address set of a family.
+func NodeIPsSetName(f ipfamily.Family) string {
+	return AddressSetName(OwnerIDs(OwnerNodeIPs, "node-ips", f)[KeyID])
+}
+
+// AddrStrings sorts the addresses (in place), drops duplicates and
+// formats them.
+func AddrStrings(ips []netip.Addr) []string { return FormatAddrs(SortedAddrs(ips)) }
+
+// SortedAddrs sorts the addresses in place and drops duplicates.
+func SortedAddrs(ips []netip.Addr) []netip.Addr {
+	slices.SortFunc(ips, func(a, b netip.Addr) int { return a.Compare(b) })
+	return slices.Compact(ips)
+}
+
+// FormatAddrs formats addresses.
+func FormatAddrs(ips []netip.Addr) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
 }

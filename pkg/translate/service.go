@@ -33,7 +33,7 @@ const MirroringManager = "endpointslicemirroring-controller.k8s.io"
 // mirrored slice would let a tenant take another namespace's pods into its
 // EgressService. Slices written directly need EndpointSlice write, which no
 // built-in tenant role grants (docs/security.md).
-func countedSlice(svc *corev1.Service, s *discoveryv1.EndpointSlice) bool {
+func CountedSlice(svc *corev1.Service, s *discoveryv1.EndpointSlice) bool {
 	return s != nil && svc != nil && s.Namespace == svc.Namespace && s.Labels[discoveryv1.LabelServiceName] == svc.Name &&
 		s.Labels[discoveryv1.LabelManagedBy] != MirroringManager
 }
@@ -61,7 +61,7 @@ func MirroredSlices(svc *corev1.Service, eps []*discoveryv1.EndpointSlice) []str
 func ServiceEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, clusterSubnets []netip.Prefix) []Endpoint {
 	var out []Endpoint
 	for _, s := range eps {
-		if !countedSlice(svc, s) {
+		if !CountedSlice(svc, s) {
 			continue
 		}
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
@@ -77,7 +77,7 @@ func ServiceEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, clu
 				if err != nil {
 					continue
 				}
-				if ip = ipfamily.Canonical(ip); inAny(ip, clusterSubnets) {
+				if ip = ipfamily.Canonical(ip); InAny(ip, clusterSubnets) {
 					out = append(out, Endpoint{IP: ip, Node: node})
 				}
 			}
@@ -105,7 +105,7 @@ func MisplacedEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, c
 	var out []Misplaced
 	seen := map[netip.Addr]bool{}
 	for _, s := range eps {
-		if !countedSlice(svc, s) {
+		if !CountedSlice(svc, s) {
 			continue
 		}
 		for _, e := range s.Endpoints {
@@ -114,7 +114,7 @@ func MisplacedEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, c
 				if err != nil {
 					continue
 				}
-				if ip = ipfamily.Canonical(ip); seen[ip] || inAny(ip, clusterSubnets) {
+				if ip = ipfamily.Canonical(ip); seen[ip] || InAny(ip, clusterSubnets) {
 					continue
 				}
 				seen[ip] = true
@@ -129,7 +129,7 @@ func MisplacedEndpoints(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, c
 }
 
 // message is the problem's text: what is skipped and the flag to set.
-func (m Misplaced) message(clusterSubnets []netip.Prefix) string {
+func (m Misplaced) Message(clusterSubnets []netip.Prefix) string {
 	return fmt.Sprintf("endpoint %s is in node %s's pod subnet %s but in no cluster subnet (%s); it is not rerouted or SNATed: add the %s cluster network to --cluster-subnets",
 		m.IP, m.Node, m.Subnet, prefixList(clusterSubnets), ipfamily.Of(m.IP).Name())
 }
@@ -142,7 +142,7 @@ func prefixList(ps []netip.Prefix) string {
 	return strings.Join(s, ",")
 }
 
-func inAny(ip netip.Addr, ps []netip.Prefix) bool {
+func InAny(ip netip.Addr, ps []netip.Prefix) bool {
 	for _, p := range ps {
 		if p.Contains(ip) {
 			return true

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
 	"net/netip"
 	"slices"
 	"time"
@@ -162,7 +163,7 @@ func (w *world) natSet(c change) string {
 	if !w.natMatch {
 		return ""
 	}
-	return translate.NATSetName(w.nodeName(w.host(c.svc)), ipfamily.V4, w.key(c.svc))
+	return egressservice.NATSetName(w.nodeName(w.host(c.svc)), ipfamily.V4, w.key(c.svc))
 }
 
 // changeConds are the conditions under which NB (resp. SB) reflects a

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
 	"time"
 
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -79,7 +80,7 @@ func (b *bench) timeTranslate(r *result) {
 	best := time.Duration(1 << 62)
 	for i := 0; i < 3; i++ {
 		start := time.Now()
-		translate.Translate(in)
+		egressservice.Translate(in)
 		best = min(best, time.Since(start))
 	}
 	r.seconds("translate.Translate of every service (pure, in-process, best of 3)", best)

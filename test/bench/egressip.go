@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
 	"net/netip"
 	"time"
 
@@ -61,7 +63,7 @@ func (w *world) eipObjects(s eipSize) eipObjects {
 	var o eipObjects
 	for _, n := range w.topo.Nodes {
 		node := w.topo.NodeObject(n)
-		node.Labels[translate.LabelEgressAssignable] = ""
+		node.Labels[egressip.LabelEgressAssignable] = ""
 		o.nodes = append(o.nodes, node)
 	}
 	for i := 0; i < eipNamespaces; i++ {
@@ -97,9 +99,9 @@ func (w *world) eipPodObject(i, obj int, ip netip.Addr, n int) *corev1.Pod {
 // cluster-wide rows translation keeps (the node-IPs set the allow policies
 // name).
 func (o eipObjects) desired(cfg translate.Config) *translate.Desired {
-	d := translate.Translate(translate.InputFromObjects(cfg, translate.Objects{Nodes: o.nodes}))
-	in, _ := translate.EgressIPRowsFrom(cfg, o.eips, o.nss, o.pods, o.nodes)
-	d.Merge(translate.TranslateEgressIPs(in))
+	d := egressservice.Translate(translate.InputFromObjects(cfg, translate.Objects{Nodes: o.nodes}))
+	in, _ := egressip.EgressIPRowsFrom(cfg, o.eips, o.nss, o.pods, o.nodes)
+	d.Merge(egressip.TranslateEgressIPs(in))
 	return d
 }
 
@@ -124,7 +126,7 @@ func (b *bench) runEgressIP(ctx context.Context, r *result) error {
 	cfg := w.config(translate.BackendHost)
 	d := objs.desired(cfg)
 	want := indexDesired(d)
-	eipRows := countRows(translate.TranslateEgressIPs(must(translate.EgressIPRowsFrom(cfg, objs.eips, objs.nss, objs.pods, objs.nodes))))
+	eipRows := countRows(egressip.TranslateEgressIPs(must(egressip.EgressIPRowsFrom(cfg, objs.eips, objs.nss, objs.pods, objs.nodes))))
 	r.metric("selected pods", float64(s.Pods), "pods")
 	r.metric("EgressIPs (one IP on one egress node each)", float64(s.Objects), "objects")
 	r.metric("ours: address sets", float64(eipRows.AddressSets), "rows")
@@ -199,7 +201,7 @@ func (b *bench) runEgressIP(ctx context.Context, r *result) error {
 }
 
 // must drops the problems of a rows input the bench built itself.
-func must(in translate.EgressIPRowsInput, _ translate.Problems) translate.EgressIPRowsInput {
+func must(in egressip.EgressIPRowsInput, _ translate.Problems) egressip.EgressIPRowsInput {
 	return in
 }
 
@@ -248,13 +250,13 @@ func (b *bench) eipLoad(ctx context.Context, r *result, objs eipObjects, cfg tra
 		l.stop()
 		return nil, err
 	}
-	rows := l.st.m.EgressIPRows().Stats()
+	rows, all := l.st.m.Translation().EgressIPStats(), l.st.m.Translation().Stats()
 	r.seconds("ours (master): fill the fake clientsets", l.fill)
 	r.seconds("ours (master): informer list (NB connected → synced)", l.st.synced.Sub(l.st.connected))
 	r.seconds("ours (master): informers synced → NB complete", l.nbDone.Sub(l.st.synced))
 	r.seconds("ours (master): informers synced → SB complete", l.sbDone.Sub(l.st.synced))
 	r.metric("ours (master): EgressIP rows syncs to converge", float64(rows.Syncs), "syncs")
-	r.metric("ours (master): EgressIP rows NB transactions to converge", float64(rows.Transactions), "transactions")
+	r.metric("ours (master): NB transactions to converge (EgressIP and EgressService rows: one controller)", float64(all.Transactions), "transactions")
 	return l, nil
 }
 
@@ -410,7 +412,7 @@ func (b *bench) eipLoadPeer(ctx context.Context, r *result, env *ovnEnv, objs ei
 func (b *bench) eipPeerPolicy(uuidName string, ip netip.Addr, obj int) map[string]any {
 	join := b.w.topo.Nodes[obj%b.w.size.Nodes].JoinIPs[0].Addr().String()
 	return map[string]any{"op": "insert", "table": "Logical_Router_Policy", "uuid-name": uuidName,
-		"row": map[string]any{"priority": translate.EgressIPReroutePriority, "match": "ip4.src == " + ip.String(), "action": "reroute",
+		"row": map[string]any{"priority": egressip.EgressIPReroutePriority, "match": "ip4.src == " + ip.String(), "action": "reroute",
 			"nexthops":     []any{"set", []any{join}},
 			"external_ids": []any{"map", []any{[]any{"k8s.ovn.org/owner", eipName(obj)}}}}}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
 	"math"
 	"net/netip"
 	"slices"
@@ -15,8 +16,8 @@ import (
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -308,7 +309,7 @@ func repointed(env *ovnEnv, sets map[string]string, victim string, ips []string,
 func (w *world) natSetsGone(env *ovnEnv, victim string, moved map[string]bool, nb, sb func() bool) (func() bool, func() bool) {
 	var names []string
 	for k := range moved {
-		names = append(names, translate.NATSetName(victim, ipfamily.V4, k))
+		names = append(names, egressservice.NATSetName(victim, ipfamily.V4, k))
 	}
 	gone := func(have setIndex) bool {
 		for _, n := range names {

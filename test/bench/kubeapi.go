@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"net/http"
 	"net/netip"
 	"os"
@@ -285,8 +286,8 @@ func (a *apiEnv) writeReports(ctx context.Context, o objects, clusterSubnets []n
 	}
 	return parallel(ctx, len(o.nodes), writers, func(ctx context.Context, i int) error {
 		name := o.nodes[i].Name
-		plan := translate.NodePlan(translate.NodePlanInput{Node: name, EgressServices: o.ess, Services: o.svcs,
-			EndpointSlices: o.slices, ClusterSubnets: clusterSubnets, Config: translate.DefaultNodePlanConfig()})
+		plan := nodeplan.NodePlan(nodeplan.NodePlanInput{Node: name, EgressServices: o.ess, Services: o.svcs,
+			EndpointSlices: o.slices, ClusterSubnets: clusterSubnets, Config: nodeplan.DefaultNodePlanConfig()})
 		cmName, err := translate.ReportConfigMapName(name)
 		if err == nil {
 			// One ConfigMap: a bench node hosts N/K services, far below

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/nodeplan"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -16,7 +17,6 @@ import (
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	"github.com/ovn-egress/ovn-egress/pkg/node"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // agentTable is the routing table the bench's rules point at.
@@ -24,14 +24,14 @@ const agentTable = 100
 
 // agentState is what a node agent programs for every endpoint of the
 // world: one ip rule (spec.network set) and one SNAT map element each.
-func (w *world) agentState() translate.NodeState {
-	st := translate.NodeState{NoSNAT: w.topo.ClusterSubnets}
+func (w *world) agentState() nodeplan.NodeState {
+	st := nodeplan.NodeState{NoSNAT: w.topo.ClusterSubnets}
 	for s := 0; s < w.size.Services; s++ {
 		for j := 0; j < w.size.endpointsOf(s); j++ {
 			ip, _ := w.endpoint(s, j)
-			st.Rules = append(st.Rules, translate.IPRule{Family: ipfamily.V4, Priority: translate.DefaultRulePriority,
+			st.Rules = append(st.Rules, nodeplan.IPRule{Family: ipfamily.V4, Priority: nodeplan.DefaultRulePriority,
 				Src: netip.PrefixFrom(ip, 32), Table: agentTable})
-			st.SNAT = append(st.SNAT, translate.SNATElement{Family: ipfamily.V4, Endpoint: ip, SNATIP: w.lbIP(s), Owner: w.key(s)})
+			st.SNAT = append(st.SNAT, nodeplan.SNATElement{Family: ipfamily.V4, Endpoint: ip, SNATIP: w.lbIP(s), Owner: w.key(s)})
 		}
 	}
 	return st
@@ -146,7 +146,7 @@ func (b *bench) runNodeAgent(ctx context.Context, r *result) error {
 
 // agentLimit programs the same state in the fresh namespace name with one
 // `ip -batch` and one `nft -f`, and times each.
-func (b *bench) agentLimit(name string, want translate.NodeState) (ipTook, nftTook time.Duration, err error) {
+func (b *bench) agentLimit(name string, want nodeplan.NodeState) (ipTook, nftTook time.Duration, err error) {
 	dir := filepath.Join(b.tmp, "agent")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, 0, fmt.Errorf("create %s: %w", dir, err)

@@ -18,8 +18,8 @@ import (
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
@@ -108,8 +108,7 @@ func startStack(ctx context.Context, o stackOpts, log *logrus.Entry) (*stack, er
 
 // idle reports whether no controller has work queued or in flight.
 func (s *stack) idle() bool {
-	rows := s.m.EgressIPRows()
-	return (s.sync == nil || s.sync.Idle()) && (s.sel == nil || s.sel.Idle()) && (rows == nil || rows.Idle())
+	return (s.sync == nil || s.sync.Idle()) && (s.sel == nil || s.sel.Idle())
 }
 
 // waitConverged waits until the translation controller has synced at

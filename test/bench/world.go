@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"math/bits"
 	"net/netip"
 	"time"
@@ -315,7 +317,7 @@ func (w *world) objects(withHosts bool) objects {
 			// (its 5,000 label patches at the envelope overflow the fake
 			// clientset's watch channel).
 			host = w.nodeName(w.host(s))
-			o.nodes[w.host(s)].Labels[translate.NodeLabel(ns, name)] = ""
+			o.nodes[w.host(s)].Labels[hosts.NodeLabel(ns, name)] = ""
 		}
 		o.ess = append(o.ess, testenv.EgressService(ns, name, host))
 	}
@@ -371,7 +373,7 @@ func (o objects) egressObjects() []runtime.Object {
 
 // desired translates the objects as the master would.
 func desired(cfg translate.Config, o objects) *translate.Desired {
-	return translate.Translate(translate.InputFromObjects(cfg, o.translateObjects()))
+	return egressservice.Translate(translate.InputFromObjects(cfg, o.translateObjects()))
 }
 
 // rowCounts are the rows of a desired state by table.

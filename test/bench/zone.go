@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -45,7 +46,7 @@ func (b *bench) runZone(ctx context.Context, r *result) error {
 	cfg := w.config(translate.BackendHost)
 	in := translate.InputFromObjects(cfg, objs.translateObjects())
 	in.Zone = name
-	d := translate.Translate(in)
+	d := egressservice.Translate(in)
 	want := indexDesired(d)
 	c := countRows(d)
 	r.metric("zone: nodes in the cluster (one zone each)", float64(len(lay.topo.Nodes)), "nodes")

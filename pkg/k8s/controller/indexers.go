@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"net/netip"
 	"sync"
 
@@ -11,7 +12,6 @@ import (
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // The indexers the controllers share, one set of names for every
@@ -79,7 +79,7 @@ func byHostLabel(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	return []string{translate.NodeLabel(es.Namespace, es.Name)}, nil
+	return []string{hosts.NodeLabel(es.Namespace, es.Name)}, nil
 }
 
 // addIndexersMu serializes AddIndexers in the process: client-go's

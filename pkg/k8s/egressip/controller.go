@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	eipt "github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
 	"slices"
 	"strings"
 	"sync"
@@ -54,9 +55,12 @@ type Config struct {
 	Standoff Standoff
 }
 
-// all is the assignment controller's one key, and the rows controller's
-// key for "every EgressIP": "*" is no object's name (an EgressIP may be
-// named "all").
+// Standoff tells the EgressIP controllers to write nothing, and why.
+type Standoff interface {
+	EgressIPBlocked() (why string, blocked bool)
+}
+
+// all is the assignment controller's one key.
 const all = "*"
 
 // Controller assigns egress IPs. Build it with New before the informer
@@ -69,7 +73,7 @@ type Controller struct {
 	eipLister  eiplisters.EgressIPLister
 	nodeLister corelisters.NodeLister
 
-	events *reporter
+	events *Reporter
 	mu     sync.Mutex
 	stats  Stats
 }
@@ -85,7 +89,7 @@ type Stats struct {
 func New(cfg Config, log *logrus.Entry, client eipclient.Interface, kubeInf kubeinformers.SharedInformerFactory,
 	eipInf eipinformers.SharedInformerFactory, recorder record.EventRecorder) (*Controller, error) {
 	eips, nodes := eipInf.K8s().V1().EgressIPs(), kubeInf.Core().V1().Nodes()
-	c := &Controller{cfg: cfg, client: client, eipLister: eips.Lister(), nodeLister: nodes.Lister(), events: newReporter(recorder)}
+	c := &Controller{cfg: cfg, client: client, eipLister: eips.Lister(), nodeLister: nodes.Lister(), events: NewReporter(recorder, nil)}
 	c.oneKey = newOneKey("egress IP assignment", "egressip", 1, log, cfg.Work, c.sync,
 		[]cache.InformerSynced{eips.Informer().HasSynced, nodes.Informer().HasSynced})
 	enqueue := controller.OnObject(func(any) { c.enqueue() })
@@ -108,8 +112,8 @@ func New(cfg Config, log *logrus.Entry, client eipclient.Interface, kubeInf kube
 // nodeFactsDiffer reports whether a Node update changes what assignment
 // reads: the label, readiness or the address annotations.
 func nodeFactsDiffer(a, b *corev1.Node) bool {
-	_, la := a.Labels[translate.LabelEgressAssignable]
-	_, lb := b.Labels[translate.LabelEgressAssignable]
+	_, la := a.Labels[eipt.LabelEgressAssignable]
+	_, lb := b.Labels[eipt.LabelEgressAssignable]
 	return la != lb || translate.NodeReady(a) != translate.NodeReady(b) ||
 		a.Annotations[translate.AnnotPrimaryIfAddr] != b.Annotations[translate.AnnotPrimaryIfAddr] ||
 		a.Annotations[translate.AnnotHostCIDRs] != b.Annotations[translate.AnnotHostCIDRs] ||
@@ -152,12 +156,12 @@ func (c *Controller) sync(ctx context.Context, _ []string) error {
 	if c.cfg.Recovering != nil {
 		recovering = c.cfg.Recovering()
 	}
-	in := translate.EgressIPInput{EgressIPs: eips, Nodes: map[string]*translate.EgressIPNode{}}
+	in := eipt.EgressIPInput{EgressIPs: eips, Nodes: map[string]*eipt.EgressIPNode{}}
 	for _, n := range nodes {
-		in.Nodes[n.Name] = translate.ParseEgressIPNode(n, !unreachable[n.Name])
+		in.Nodes[n.Name] = eipt.ParseEgressIPNode(n, !unreachable[n.Name])
 		in.Nodes[n.Name].Recovering = recovering[n.Name]
 	}
-	res := translate.AssignEgressIPs(in)
+	res := eipt.AssignEgressIPs(in)
 	var errs []error
 	writes := 0
 	for _, e := range eips {
@@ -171,7 +175,7 @@ func (c *Controller) sync(ctx context.Context, _ []string) error {
 		writes++
 		c.log.WithField("egressip", e.Name).WithField("items", itemsString(res.Items[e.Name])).Info("egress IPs assigned")
 	}
-	events := c.events.report(eips, res.Problems, nil)
+	events := c.events.Report(eips, res.Problems, nil)
 	c.mu.Lock()
 	c.stats.Syncs++
 	c.stats.StatusWrites += writes

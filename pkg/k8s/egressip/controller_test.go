@@ -3,6 +3,7 @@ package egressip_test
 import (
 	"context"
 	"fmt"
+	eipt "github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
 	"os"
 	"strings"
 	"sync"
@@ -36,7 +37,7 @@ func node(t *testing.T, name string, n int, assignable bool) {
 			translate.AnnotHostCIDRs:     fmt.Sprintf(`["172.18.0.%d/16"]`, n),
 		}}}
 	if assignable {
-		nd.Labels[translate.LabelEgressAssignable] = ""
+		nd.Labels[eipt.LabelEgressAssignable] = ""
 	}
 	nd, err := kube.Client.CoreV1().Nodes().Create(t.Context(), nd, metav1.CreateOptions{})
 	if err != nil {
@@ -158,14 +159,14 @@ func TestAssignmentThroughTheAPIServer(t *testing.T) {
 	c.Enqueue()
 	status("red", "172.18.1.20@eip-node2")
 	status("blue", "172.18.1.11@eip-node2")
-	event("blue", string(translate.ReasonNoMatchingNode), "egress IP 172.18.1.10 is unassigned: no node can hold it (1 already holds another IP of this EgressIP, 1 not labelled k8s.ovn.org/egress-assignable, 1 unreachable (health check))")
+	event("blue", string(eipt.ReasonNoMatchingNode), "egress IP 172.18.1.10 is unassigned: no node can hold it (1 already holds another IP of this EgressIP, 1 not labelled k8s.ovn.org/egress-assignable, 1 unreachable (health check))")
 
 	// node3 gets the label: blue's first IP lands there; the rest stays.
 	n3, err := kube.Client.CoreV1().Nodes().Get(ctx, "eip-node3", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n3.Labels = map[string]string{translate.LabelEgressAssignable: ""}
+	n3.Labels = map[string]string{eipt.LabelEgressAssignable: ""}
 	if _, err := kube.Client.CoreV1().Nodes().Update(ctx, n3, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestAssignmentThroughTheAPIServer(t *testing.T) {
 
 	// An IP that is a node's own address is refused with an Event.
 	create("green", "172.18.0.2")
-	event("green", string(translate.ReasonEgressIPConflict), "172.18.0.2 is an address of node eip-node2")
+	event("green", string(eipt.ReasonEgressIPConflict), "172.18.0.2 is an address of node eip-node2")
 	status("green", "")
 	if st := c.Stats(); st.StatusWrites < 5 {
 		t.Errorf("stats %+v; want at least 5 status writes", st)

@@ -13,10 +13,11 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// reporter records each EgressIP's problems as Warning Events, only when an
+// Reporter records each EgressIP's problems as Warning Events, only when an
 // object's problems differ from those it last reported (a resync repeats
-// none), and forgets deleted objects.
-type reporter struct {
+// none), and forgets deleted objects. The assignment controller and the
+// translation controller's EgressIP rows each have one.
+type Reporter struct {
 	recorder record.EventRecorder
 	// only, when set, are the reasons reported (a zone's own problems).
 	only     map[translate.Reason]bool
@@ -24,13 +25,15 @@ type reporter struct {
 	reported map[string]string // EgressIP → the problems last reported
 }
 
-func newReporter(r record.EventRecorder) *reporter {
-	return &reporter{recorder: r, reported: map[string]string{}}
+// NewReporter returns a Reporter of the problems of the reasons in only
+// (nil: every reason).
+func NewReporter(r record.EventRecorder, only map[translate.Reason]bool) *Reporter {
+	return &Reporter{recorder: r, only: only, reported: map[string]string{}}
 }
 
-// report returns the number of Events recorded. eips are every EgressIP
+// Report returns the number of Events recorded. eips are every EgressIP
 // when scope is nil; else those of the names in scope that exist.
-func (r *reporter) report(eips []*egressipv1.EgressIP, problems translate.Problems, scope []string) int {
+func (r *Reporter) Report(eips []*egressipv1.EgressIP, problems translate.Problems, scope []string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := make(map[string]bool, len(eips))

@@ -2,6 +2,7 @@ package master_test
 
 import (
 	"context"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/observe"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // conflictEvent waits for the Warning Event of a conflict on EgressService
@@ -161,7 +161,7 @@ func TestHoldsAServiceWrittenByOVNKube(t *testing.T) {
 	cfg.Translation.Translate.AssumeAgentsReady = true
 	m, _ := c.start(cfg, kube.Config)
 	c.eventually("the set", func() bool { return c.setAddresses("node2") == `["10.244.1.5"]` })
-	c.eventually("label on node2", func() bool { return c.egressLabels()[translate.NodeLabel(c.ns, "web")] == "node2" })
+	c.eventually("label on node2", func() bool { return c.egressLabels()[hosts.NodeLabel(c.ns, "web")] == "node2" })
 
 	ovnkube := rest.CopyConfig(kube.Config)
 	ovnkube.UserAgent = "control-plane-1/ovnkube@8871cd9c (linux/amd64) kubernetes/v0.0.0"
@@ -199,7 +199,7 @@ func TestHoldsAServiceWrittenByOVNKube(t *testing.T) {
 	if h := c.host("web"); h != "node3" {
 		t.Errorf("the master rewrote the held status.host to %q", h)
 	}
-	if l := c.egressLabels()[translate.NodeLabel(c.ns, "web")]; l != "node2" {
+	if l := c.egressLabels()[hosts.NodeLabel(c.ns, "web")]; l != "node2" {
 		t.Errorf("the held service's label moved to %q; want it left on node2", l)
 	}
 	// Another service is placed meanwhile: no standoff.
@@ -231,7 +231,7 @@ func TestHoldsAServiceWrittenByOVNKube(t *testing.T) {
 	}
 	c.eventually("released", func() bool { return len(m.Conflict().Held) == 0 })
 	c.eventually("web moved to node1 by the master, its label with it", func() bool {
-		return c.host("web") == "node1" && c.egressLabels()[translate.NodeLabel(c.ns, "web")] == "node1"
+		return c.host("web") == "node1" && c.egressLabels()[hosts.NodeLabel(c.ns, "web")] == "node1"
 	})
 }
 

@@ -3,6 +3,7 @@ package master_test
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
 	"net/netip"
 	"strings"
 	"testing"
@@ -229,7 +230,7 @@ func TestEgressIPBesideOVNKubeEgressIP(t *testing.T) {
 		}
 		return false
 	})
-	label(t, "node3", translate.LabelEgressAssignable, "")
+	label(t, "node3", egressip.LabelEgressAssignable, "")
 	m := icMaster(t, "ic-eip-standback", master.ControllerSelection, master.ControllerEgressIP)
 	eventually(t, "the master's EgressIP standing back by zone node1's verdict", func() bool {
 		c := m.Conflict()
@@ -248,7 +249,7 @@ func TestEgressIPBesideOVNKubeEgressIP(t *testing.T) {
 
 	// node3 is an egress node again, ovn-kubernetes' EgressIP goes: the
 	// zone writes its rows again.
-	label(t, "node3", translate.LabelEgressAssignable, "")
+	label(t, "node3", egressip.LabelEgressAssignable, "")
 	u := strings.TrimSpace(z1.MustNBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "priority=100", `external_ids:"k8s.ovn.org/owner-type"="EgressIP"`))
 	z1.MustNBCtl(t, "remove", "Logical_Router", "ovn_cluster_router", "policies", u)
 	eventually(t, "ovn-egress's reroute back", func() bool { return reroute() != "" })

@@ -3,6 +3,7 @@ package master_test
 import (
 	"context"
 	"errors"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"net/netip"
 	"strings"
 	"sync"
@@ -17,7 +18,6 @@ import (
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // TestControllersSplitAcrossTwoMasters: --controllers splits the master
@@ -49,7 +49,7 @@ func TestControllersSplitAcrossTwoMasters(t *testing.T) {
 	// the set the other master writes: wait for it too.
 	c.eventually("the label on the host alone", func() bool {
 		l := c.egressLabels()
-		return len(l) == 1 && l[translate.NodeLabel(c.ns, "web")] == host
+		return len(l) == 1 && l[hosts.NodeLabel(c.ns, "web")] == host
 	})
 	if n := mt.Translation().Stats().Transactions; n == 0 {
 		t.Errorf("the translating master wrote no NB transaction")

@@ -1,7 +1,7 @@
 package master
 
 import (
-	"fmt"
+	eipt "github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
 
 	"github.com/ovn-kubernetes/libovsdb/client"
 	"github.com/sirupsen/logrus"
@@ -11,45 +11,34 @@ import (
 
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/egressip"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // ControllerEgressIP assigns the IPs of EgressIP objects to nodes, writes
-// status.items and, with one central NB and translation beside it, the
-// EgressIPs' NB rows; in interconnect each node agent writes its zone's
+// status.items and, with one central NB and translation beside it, has
+// the translation controller write the EgressIPs' NB rows too; in interconnect each node agent writes its zone's
 // (ovn-egress node --zone, --egressip). It runs only when
 // Config.Controllers names it (docs/egressip.md).
 const ControllerEgressIP = "egressip"
 
-// buildEgressIP wires the EgressIP controller when it is asked for.
+// buildEgressIP wires the EgressIP assignment controller when it is asked
+// for (its rows are the translation controller's: Config.EgressIP).
 func (m *Master) buildEgressIP(cfg Config, c eipclient.Interface, nb client.Client, log *logrus.Entry, recorder record.EventRecorder) error {
 	if !cfg.runs(ControllerEgressIP) {
 		return nil
 	}
-	if c == nil {
-		return fmt.Errorf("controller %q needs the EgressIP client", ControllerEgressIP)
-	}
-	m.eipInf = informer.EgressIP(c)
 	ecfg := egressip.Config{Work: cfg.Translation.Work, Standoff: m.coexist}
 	if m.sel != nil {
 		ecfg.Unreachable, ecfg.Recovering = m.sel.Unreachable, m.sel.Recovering
 	}
 	var err error
 	m.eip, err = egressip.New(ecfg, log.WithField("controller", "egressip"), c, m.kubeInf, m.eipInf, recorder)
-	if err != nil || nb == nil || !cfg.runs(ControllerTranslation) {
-		switch {
-		case err != nil:
-		case cfg.Mode == ModeIC:
-			log.Info("EgressIP: assigning IPs; each node agent writes its interconnect zone's rows (--egressip)")
-		default:
-			log.Warn("EgressIP: assigning IPs only; no NB rows are written without one central NB and the translation controller")
-		}
-		return err
+	switch {
+	case err != nil:
+	case cfg.Mode == ModeIC:
+		log.Info("EgressIP: assigning IPs; each node agent writes its interconnect zone's rows (--egressip)")
+	case nb == nil || !cfg.runs(ControllerTranslation):
+		log.Warn("EgressIP: assigning IPs only; no NB rows are written without one central NB and the translation controller")
 	}
-	rcfg := egressip.RowsConfig{Translate: cfg.Translation.Translate, MaxOps: cfg.Translation.MaxOps, ResyncInterval: cfg.Translation.ResyncInterval,
-		Work: cfg.Translation.Work, NB: cfg.Translation.NB, Standoff: m.coexist}
-	m.eipRows, err = egressip.NewRows(rcfg, log.WithField("controller", "egressip-rows"), nb, m.kubeInf, m.eipInf, recorder)
 	return err
 }
 
@@ -62,7 +51,7 @@ func (m *Master) probeEgressNodes(cfg *Config) {
 	}
 	nodes := m.kubeInf.Core().V1().Nodes().Lister()
 	assignable := labels.Everything()
-	if req, err := labels.NewRequirement(translate.LabelEgressAssignable, selection.Exists, nil); err == nil {
+	if req, err := labels.NewRequirement(eipt.LabelEgressAssignable, selection.Exists, nil); err == nil {
 		assignable = labels.NewSelector().Add(*req)
 	}
 	cfg.Select.AlsoProbe = func() []string {
@@ -83,7 +72,3 @@ func (m *Master) probeEgressNodes(cfg *Config) {
 // EgressIP exposes the EgressIP controller (tests); nil unless
 // Config.Controllers names it.
 func (m *Master) EgressIP() *egressip.Controller { return m.eip }
-
-// EgressIPRows exposes the EgressIP rows controller (tests); nil unless
-// the EgressIP and translation controllers run on one central NB.
-func (m *Master) EgressIPRows() *egressip.Rows { return m.eipRows }

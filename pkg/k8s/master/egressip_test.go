@@ -53,8 +53,8 @@ func TestEgressIPRowsFollowTheAssignment(t *testing.T) {
 	cfg.Controllers = []string{master.ControllerSelection, master.ControllerTranslation, master.ControllerEgressIP}
 	cfg.Select = selection.Config{HealthInterval: 50 * time.Millisecond, Prober: prober}
 	m, _ := c.start(cfg, saConfigEgressIP(t)) // as the chart's ServiceAccount (egressIP.enabled): its RBAC reads pods and namespaces, patches egressips
-	if m.EgressIPRows() == nil {
-		t.Fatal("the master runs no EgressIP rows controller with one central NB and translation")
+	if m.Translation() == nil {
+		t.Fatal("the master runs no translation controller (the EgressIP rows') with one central NB")
 	}
 	eips, err := eipclient.NewForConfig(kube.Config)
 	if err != nil {
@@ -111,8 +111,8 @@ func TestEgressIPRowsFollowTheAssignment(t *testing.T) {
 	c.eventually("every row of the deleted EgressIP swept", func() bool {
 		return len(find("Address_Set")) == 0 && len(find("Logical_Router_Policy")) == 0 && len(find("NAT")) == 0
 	})
-	if st := m.EgressIPRows().Stats(); st.Syncs == 0 || st.Changes == 0 {
-		t.Errorf("rows stats %+v: want syncs that changed NB", st)
+	if st, all := m.Translation().EgressIPStats(), m.Translation().Stats(); st.Syncs == 0 || all.Changes == 0 {
+		t.Errorf("EgressIP rows stats %+v, translation %+v: want syncs that changed NB", st, all)
 	}
 }
 
@@ -183,8 +183,8 @@ func TestEgressIPRowsPodChurnByObject(t *testing.T) {
 		return func() bool { return set("a") == str(a) && set("b") == str(b) }
 	}
 	c.eventually("a: web1; b: db2 (web1 leaves through a, first by name)", sets([]netip.Addr{pod(1)}, []netip.Addr{pod(2)}))
-	rows := m.EgressIPRows()
-	partial0 := rows.Stats().Partial
+	rows := m.Translation()
+	partial0 := rows.EgressIPStats().Partial
 
 	pods := kube.Client.CoreV1().Pods(c.ns)
 	if _, err := pods.Patch(ctx, "web1", types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"db"}}}`), metav1.PatchOptions{}); err != nil {
@@ -198,14 +198,14 @@ func TestEgressIPRowsPodChurnByObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.eventually("db2 deleted: b keeps web1", sets([]netip.Addr{pod(3)}, []netip.Addr{pod(1)}))
-	if got := rows.Stats().Partial - partial0; got < 3 {
+	if got := rows.EgressIPStats().Partial - partial0; got < 3 {
 		t.Errorf("%d syncs by object name for 3 pod changes; want them synced by object, not all at once", got)
 	}
 
-	c.eventually("the rows controller idle", rows.Idle)
-	before := rows.Stats()
+	c.eventually("the translation controller idle", rows.Idle)
+	before, syncs := rows.Stats(), rows.EgressIPStats().Syncs
 	rows.EnqueueAll()
-	c.eventually("a full sync", func() bool { return rows.Stats().Syncs > before.Syncs && rows.Idle() })
+	c.eventually("a full sync", func() bool { return rows.EgressIPStats().Syncs > syncs && rows.Idle() })
 	if after := rows.Stats(); after.Changes != before.Changes {
 		t.Errorf("a full sync after the syncs by object changed %d rows: they had written something else", after.Changes-before.Changes)
 	}
@@ -255,7 +255,7 @@ func TestEgressIPRowsStandBackFromOVNKubernetesEgressIP(t *testing.T) {
 		return strings.TrimSpace(c.ovn.MustNBCtl(t, "--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "external_ids:k8s.ovn.org/name="+e.Name))
 	}
 	c.eventually("the assignment and the rows controller standing back", func() bool {
-		return m.EgressIP().Stats().Blocked > 0 && m.EgressIPRows().Stats().Refused > 0
+		return m.EgressIP().Stats().Blocked > 0 && m.Translation().EgressIPStats().Refused > 0
 	})
 	if got, err := eips.K8sV1().EgressIPs().Get(ctx, e.Name, metav1.GetOptions{}); err != nil || len(got.Status.Items) != 0 {
 		t.Errorf("the master assigned beside ovn-kubernetes' own EgressIP: %+v (%v)", got.Status, err)

@@ -32,8 +32,8 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/egressip"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/observe"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 )
@@ -52,8 +52,8 @@ type LeaderElection struct {
 // Config is the master's configuration.
 type Config struct {
 	// Mode is ModeCentral, ModeIC or ModeAuto (default: central).
-	Mode string
-	NB   ovn.ClientConfig
+	Mode        string
+	NB          ovn.ClientConfig
 	Translation translation.Config
 	// Select configures host selection; its ClusterSubnets and
 	// UnassignedTraffic are always taken from Translation.Translate.
@@ -192,7 +192,6 @@ type Master struct {
 	sync    *translation.Controller
 	sel     *selection.Controller
 	eip     *egressip.Controller // nil unless Config.Controllers names it
-	eipRows *egressip.Rows       // the EgressIPs' NB rows (central, with translation)
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
 	repInf  kubeinformers.SharedInformerFactory // the report ConfigMaps (translation only)
@@ -308,9 +307,21 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 		kubeInf: informer.Kube(cl.Kube),
 		egInf:   informer.Egress(cl.Egress, det.ObserveEgressService)}
 	err := det.Watch(m.egInf.K8s().V1().EgressServices())
+	if err == nil && cfg.runs(ControllerEgressIP) {
+		if cl.EgressIP == nil {
+			err = fmt.Errorf("controller %q needs the EgressIP client", ControllerEgressIP)
+		} else {
+			m.eipInf = informer.EgressIP(cl.EgressIP)
+		}
+	}
 	if err == nil && cl.NB != nil && cfg.runs(ControllerTranslation) {
 		m.repInf = informer.Reports(cl.Kube, cfg.ReportNamespace)
 		cfg.Translation.Reports = m.repInf.Core().V1().ConfigMaps()
+		if m.eipInf != nil {
+			// The EgressIPs' rows: in the same NB transactions as the
+			// EgressServices'.
+			cfg.Translation.EgressIP = &translation.EgressIPConfig{Informers: m.eipInf, Standoff: det}
+		}
 		m.sync, err = translation.New(cfg.Translation, log.WithField("controller", translation.Name), cl.NB, m.kubeInf, m.egInf, recorder)
 	}
 	if err == nil && cl.NB == nil {
@@ -493,9 +504,6 @@ func (m *Master) controllers() []runner {
 	}
 	if m.eip != nil {
 		out = append(out, m.eip)
-	}
-	if m.eipRows != nil {
-		out = append(out, m.eipRows)
 	}
 	return out
 }

@@ -70,7 +70,7 @@ func (c *cluster) config(lease string) master.Config {
 	tc := translate.DefaultConfig()
 	tc.ClusterSubnets, tc.JoinSubnets = c.topo.ClusterSubnets, c.topo.JoinSubnets
 	return master.Config{
-		NB:   ovn.ClientConfig{Addresses: []string{c.ovn.NBAddress()}},
+		NB:          ovn.ClientConfig{Addresses: []string{c.ovn.NBAddress()}},
 		Translation: translation.Config{Translate: tc},
 		LeaderElection: master.LeaderElection{Enabled: true, Namespace: "ovn-egress", Name: lease,
 			Identity: lease + "-" + fmt.Sprint(time.Now().UnixNano()), LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond},

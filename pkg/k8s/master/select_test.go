@@ -3,6 +3,7 @@ package master_test
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"maps"
 	"net"
 	"net/netip"
@@ -40,7 +41,7 @@ func (c *cluster) egressLabels() map[string]string {
 			c.t.Fatal(err)
 		}
 		for k := range node.Labels {
-			if translate.IsNodeLabel(k) {
+			if hosts.IsNodeLabel(k) {
 				out[k] = n.Name
 			}
 		}
@@ -203,7 +204,7 @@ func TestFailoverEndToEnd(t *testing.T) {
 	// The label follows status.host in the node's own sync.
 	c.eventually("the label on node2 alone", func() bool {
 		labels := c.egressLabels()
-		return labels[translate.NodeLabel(c.ns, "web")] == "node2" && len(labels) == 1
+		return labels[hosts.NodeLabel(c.ns, "web")] == "node2" && len(labels) == 1
 	})
 	es, err := kube.Egress.K8sV1().EgressServices(c.ns).Get(context.Background(), "web", metav1.GetOptions{})
 	if err != nil {
@@ -215,7 +216,7 @@ func TestFailoverEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, ev := range evs.Items {
-			if ev.Reason == string(translate.ReasonHostUnreachable) {
+			if ev.Reason == string(hosts.ReasonHostUnreachable) {
 				return true
 			}
 		}

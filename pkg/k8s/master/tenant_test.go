@@ -3,6 +3,7 @@ package master_test
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"strings"
 	"testing"
 	"time"
@@ -169,8 +170,8 @@ func TestTenantHostLabelCollision(t *testing.T) {
 		_ = kube.Egress.K8sV1().EgressServices(nsB).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 		_ = kube.Client.CoreV1().Namespaces().Delete(context.Background(), nsB, metav1.DeleteOptions{})
 	})
-	label := translate.NodeLabel(c.ns, "a-web")
-	if label != translate.NodeLabel(nsB, "web") {
+	label := hosts.NodeLabel(c.ns, "a-web")
+	if label != hosts.NodeLabel(nsB, "web") {
 		t.Fatalf("no collision: %s", label)
 	}
 	cfg := c.config("ovn-egress-master")
@@ -217,7 +218,7 @@ func TestTenantHostLabelCollision(t *testing.T) {
 	if _, err := b.K8sV1().EgressServices(nsB).Create(ctx, attacker, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.warningOn(nsB, "web", string(translate.ReasonNodeLabelCollision), label, c.ns+"/a-web, which holds it")
+	c.warningOn(nsB, "web", string(hosts.ReasonNodeLabelCollision), label, c.ns+"/a-web, which holds it")
 	if h := host(nsB, "web"); h != "" {
 		t.Errorf("the colliding service is hosted on %q", h)
 	}

@@ -56,7 +56,7 @@ type Config struct {
 	// UnassignedTraffic is translation's --unassigned-traffic; with "drop"
 	// the Events of an EgressService left without a host say its traffic is
 	// dropped.
-	UnassignedTraffic string
+	UnassignedTraffic translate.UnassignedTraffic
 	// HostMoves, when set, is closed while status.host writes are in flight
 	// and until the informer shows them (translation waits for it).
 	HostMoves *controller.Gate

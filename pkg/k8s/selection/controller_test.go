@@ -2,6 +2,7 @@ package selection_test
 
 import (
 	"context"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestSelectLabelAndMove(t *testing.T) {
 	e.create("web", []string{"172.18.0.100"}, []string{"10.244.1.5@node1"}, onNode("node2"))
 	e.waitHost("web", "node2")
 	e.waitLabels(map[string][]string{"node2": {e.label("web")}})
-	e.waitEvent("web", translate.ReasonHostAssigned, "host is node2")
+	e.waitEvent("web", hosts.ReasonHostAssigned, "host is node2")
 
 	// A second service: node1 and node3 are empty, node1 comes first.
 	e.create("api", []string{"172.18.0.101"}, []string{"10.244.3.5@node3"})
@@ -36,7 +37,7 @@ func TestSelectLabelAndMove(t *testing.T) {
 	e.updateSpec("web", onNode("node3"))
 	e.waitHost("web", "node3")
 	e.waitLabels(map[string][]string{"node1": {e.label("api")}, "node3": {e.label("web")}})
-	e.waitEvent("web", translate.ReasonHostChanged, "from node2 to node3: node node2 does not match spec.nodeSelector")
+	e.waitEvent("web", hosts.ReasonHostChanged, "from node2 to node3: node node2 does not match spec.nodeSelector")
 
 	// Network: ALL, and no label.
 	e.updateSpec("api", func(es *egressv1.EgressService) { es.Spec.SourceIPBy = egressv1.Network })
@@ -151,8 +152,8 @@ func TestUnreachableHostDrained(t *testing.T) {
 	p.set("node1", true)
 	e.waitHost("web", "node2")
 	e.waitLabels(map[string][]string{"node2": {e.label("web")}})
-	e.waitEvent("web", translate.ReasonHostUnreachable, "node1 does not answer health checks")
-	e.waitEvent("web", translate.ReasonHostChanged, "from node1 to node2: node node1 is unreachable")
+	e.waitEvent("web", hosts.ReasonHostUnreachable, "node1 does not answer health checks")
+	e.waitEvent("web", hosts.ReasonHostChanged, "from node1 to node2: node node1 is unreachable")
 
 	// node1 answers again: it is probed until then, and nothing moves back.
 	before := p.probes("node1")

@@ -2,6 +2,7 @@ package selection
 
 import (
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +23,7 @@ const dropNotice = "; with --unassigned-traffic=drop, traffic its endpoints send
 func leavesEndpointsUnhosted(r translate.Reason) bool {
 	switch r {
 	case translate.ReasonNoEligibleNode, translate.ReasonInvalidNodeSelector, translate.ReasonNoIngressIP,
-		translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, translate.ReasonNodeLabelCollision:
+		translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, hosts.ReasonNodeLabelCollision:
 		return true
 	}
 	return false
@@ -53,19 +54,19 @@ func describeHost(h string) string {
 }
 
 // hostWritten reports a status.host just written.
-func (e *events) hostWritten(es *egressv1.EgressService, sel translate.Selection) {
+func (e *events) hostWritten(es *egressv1.EgressService, sel hosts.Selection) {
 	if e.recorder == nil || sel.Host == "" {
 		return // no host: the problems say why
 	}
 	if sel.Current == "" {
-		e.recorder.Eventf(es, corev1.EventTypeNormal, string(translate.ReasonHostAssigned), "host is %s", describeHost(sel.Host))
+		e.recorder.Eventf(es, corev1.EventTypeNormal, string(hosts.ReasonHostAssigned), "host is %s", describeHost(sel.Host))
 		return
 	}
 	msg := fmt.Sprintf("host changed from %s to %s", sel.Current, describeHost(sel.Host))
 	if sel.Why != "" {
 		msg += ": " + sel.Why
 	}
-	e.recorder.Event(es, corev1.EventTypeNormal, string(translate.ReasonHostChanged), msg)
+	e.recorder.Event(es, corev1.EventTypeNormal, string(hosts.ReasonHostChanged), msg)
 }
 
 // problems reports the problems of an EgressService whose reasons were not

@@ -1,6 +1,7 @@
 package selection
 
 import (
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"testing"
 
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
@@ -10,7 +11,7 @@ import (
 // ovn_egress_egressservices{state="unassigned"} (not "Pending"), and,
 // under --unassigned-traffic=drop, its Event says its traffic is dropped.
 func TestUnhostedReasonOfRefusedServices(t *testing.T) {
-	for _, r := range []translate.Reason{translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, translate.ReasonNodeLabelCollision} {
+	for _, r := range []translate.Reason{translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, hosts.ReasonNodeLabelCollision} {
 		e := newEvents(nil, true)
 		e.last["ns/web"] = map[translate.Reason]bool{r: true}
 		if got := e.unhostedReason("ns/web"); got != string(r) {

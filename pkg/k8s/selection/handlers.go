@@ -2,6 +2,7 @@ package selection
 
 import (
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"maps"
 	"net/netip"
 	"slices"
@@ -103,7 +104,7 @@ func (c *Controller) enqueueEgressService(o, old any) {
 	c.work.Add(key{name: self})
 	// Those with the same host label: whether this one exists (and when it
 	// was created) decides which of them is hosted.
-	objs, _ := c.esIndexer.ByIndex(controller.IndexByHostLabel, translate.NodeLabel(e.Namespace, e.Name))
+	objs, _ := c.esIndexer.ByIndex(controller.IndexByHostLabel, hosts.NodeLabel(e.Namespace, e.Name))
 	for _, o := range objs {
 		if other, ok := o.(*egressv1.EgressService); ok && translate.EgressServiceKey(other) != self {
 			c.work.Add(key{name: translate.EgressServiceKey(other)})
@@ -259,7 +260,7 @@ func (c *Controller) enqueueNode(o, old any) {
 func ownLabels(l map[string]string, own bool) map[string]string {
 	out := map[string]string{}
 	for k, v := range l {
-		if translate.IsNodeLabel(k) == own {
+		if hosts.IsNodeLabel(k) == own {
 			out[k] = v
 		}
 	}

@@ -3,6 +3,7 @@ package selection_test
 import (
 	"context"
 	"errors"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"maps"
 	"net/netip"
 	"os"
@@ -207,7 +208,7 @@ func (e *env) nodeLabels() map[string][]string {
 			continue
 		}
 		for k := range node.Labels {
-			if translate.IsNodeLabel(k) {
+			if hosts.IsNodeLabel(k) {
 				out[n.Name] = append(out[n.Name], k)
 			}
 		}
@@ -232,7 +233,7 @@ func (e *env) waitLabels(want map[string][]string) {
 	}
 }
 
-func (e *env) label(name string) string { return translate.NodeLabel(e.ns, name) }
+func (e *env) label(name string) string { return hosts.NodeLabel(e.ns, name) }
 
 // events returns the Events recorded on EgressService name, oldest first.
 func (e *env) events(name string) []corev1.Event {

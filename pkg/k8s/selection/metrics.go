@@ -1,6 +1,7 @@
 package selection
 
 import (
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,15 +54,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"EgressServices by state: assigned (a node hosts it), network (sourceIPBy Network) or unassigned, with the reason it has no host.",
 			[]string{"state", "reason"}, nil),
 	}
-	for _, c := range []string{translate.CauseUnreachable, translate.CauseNotReady, translate.CauseSelector,
-		translate.CauseNoLocalEndpoint, translate.CauseNodeGone, translate.CauseService} {
+	for _, c := range []string{hosts.CauseUnreachable, hosts.CauseNotReady, hosts.CauseSelector,
+		hosts.CauseNoLocalEndpoint, hosts.CauseNodeGone, hosts.CauseService} {
 		m.hostChanges.WithLabelValues(c)
 	}
 	reg.MustRegister(m.hostChanges, m.probeDuration, m.probeFailures, m.probesLate, m.interval)
 	return m
 }
 
-func (m *Metrics) hostChanged(sel translate.Selection) {
+func (m *Metrics) hostChanged(sel hosts.Selection) {
 	if m == nil || sel.Current == "" || sel.Current == egressv1.HostAll || sel.Host == sel.Current {
 		return
 	}
@@ -134,7 +135,7 @@ func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
 // host, the one reported first when several hold.
 func unhostedOrder() []translate.Reason {
 	return []translate.Reason{translate.ReasonServiceNotFound, translate.ReasonServiceNotLoadBalancer,
-		translate.ReasonNoIngressIP, translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, translate.ReasonNodeLabelCollision, translate.ReasonNoEndpoints, translate.ReasonInvalidNodeSelector, translate.ReasonNoEligibleNode}
+		translate.ReasonNoIngressIP, translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, hosts.ReasonNodeLabelCollision, translate.ReasonNoEndpoints, translate.ReasonInvalidNodeSelector, translate.ReasonNoEligibleNode}
 }
 
 // unhostedReason is the first of unhostedOrder among k's problems at its

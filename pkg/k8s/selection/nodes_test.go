@@ -3,6 +3,7 @@ package selection_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,8 +64,8 @@ func TestNodeChanges(t *testing.T) {
 	e.waitLabels(map[string][]string{"node2": {e.label("svc2")}})
 
 	// Bogus labels go; a removed label comes back.
-	patchLabels(t, "node3", map[string]*string{translate.NodeLabelPrefix + "ghost-svc": ptr(""), "keep.me/too": ptr("yes")})
-	patchLabels(t, "node2", map[string]*string{e.label("svc2"): nil, translate.NodeLabelPrefix + "other-ns-svc": ptr("x")})
+	patchLabels(t, "node3", map[string]*string{hosts.NodeLabelPrefix + "ghost-svc": ptr(""), "keep.me/too": ptr("yes")})
+	patchLabels(t, "node2", map[string]*string{e.label("svc2"): nil, hosts.NodeLabelPrefix + "other-ns-svc": ptr("x")})
 	e.waitLabels(map[string][]string{"node2": {e.label("svc2")}})
 	n3, err := kube.Client.CoreV1().Nodes().Get(context.Background(), "node3", metav1.GetOptions{})
 	if err != nil || n3.Labels["keep.me/too"] != "yes" {
@@ -81,7 +82,7 @@ func TestNodeChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitHost("svc2", "node3")
-	e.waitEvent("svc2", translate.ReasonHostChanged, "from node2 to node3: node node2 no longer exists")
+	e.waitEvent("svc2", hosts.ReasonHostChanged, "from node2 to node3: node node2 no longer exists")
 	e.waitLabels(map[string][]string{"node1": {e.label("svc1")}, "node3": {e.label("svc2")}})
 	e.settle(c)
 	if st := c.Stats(); st.Errors != 0 {
@@ -128,8 +129,8 @@ func TestLongNameLabel(t *testing.T) {
 	name := "a-service-whose-name-is-quite-long-for-a-label-on-a-node-yes"
 	e.create(name, []string{"172.18.0.100"}, []string{"10.244.1.5@node1"})
 	e.waitHost(name, "node1")
-	e.waitLabels(map[string][]string{"node1": {translate.NodeLabel(e.ns, name)}})
-	if l := translate.NodeLabel(e.ns, name); len(l) != len(translate.NodeLabelPrefix)+63 {
+	e.waitLabels(map[string][]string{"node1": {hosts.NodeLabel(e.ns, name)}})
+	if l := hosts.NodeLabel(e.ns, name); len(l) != len(hosts.NodeLabelPrefix)+63 {
 		t.Fatalf("label %q was not shortened", l)
 	}
 }

@@ -2,6 +2,7 @@ package selection_test
 
 import (
 	"context"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,7 +15,6 @@ import (
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // TestStartupRepair is upstream's repair cases (§4.2 1, 2) against the API
@@ -44,8 +44,8 @@ func TestStartupRepair(t *testing.T) {
 	if got := e.egressService("svc1"); got.Status.Host != "node2" || got.ResourceVersion != rv {
 		t.Errorf("svc1 not adopted as is: host %q, resourceVersion %s → %s", got.Status.Host, rv, got.ResourceVersion)
 	}
-	e.waitEvent("svc2", translate.ReasonHostChanged, "from ghost to node1: node ghost no longer exists")
-	e.waitEvent("net", translate.ReasonHostAssigned, "ALL")
+	e.waitEvent("svc2", hosts.ReasonHostChanged, "from ghost to node1: node ghost no longer exists")
+	e.waitEvent("net", hosts.ReasonHostAssigned, "ALL")
 	if st := c.Stats(); st.StatusWrites != 3 {
 		t.Errorf("status writes: %d; want 3 (svc2, nosvc, net)", st.StatusWrites)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"net/netip"
 	"slices"
 	"sync"
@@ -70,8 +71,8 @@ func (e *keyErrors) set(k key, err error) {
 // gather reads the EgressServices of keys (those that still exist), their
 // Services and EndpointSlices, every Node, the health verdicts, and the
 // allocations of every other EgressService from the lister's status.host.
-func (c *Controller) gather(keys []string) translate.SelectInput {
-	in := translate.SelectInput{ClusterSubnets: c.cfg.ClusterSubnets, Services: map[string]*corev1.Service{},
+func (c *Controller) gather(keys []string) hosts.SelectInput {
+	in := hosts.SelectInput{ClusterSubnets: c.cfg.ClusterSubnets, Services: map[string]*corev1.Service{},
 		EndpointSlices: map[string][]*discoveryv1.EndpointSlice{}, Nodes: map[string]*translate.NodeInfo{},
 		Reachable: c.health.reachable(), Recovering: c.health.recovering(), Allocations: map[string]int{}, MaxPerNode: c.cfg.MaxPerNode}
 	batch := map[string]bool{}
@@ -116,7 +117,7 @@ func (c *Controller) gather(keys []string) translate.SelectInput {
 // ingressClaims lists, for each ingress IP of the batch's Services, the
 // LoadBalancerIP EgressServices whose Service has it (from the Services'
 // ingress-IP index).
-func (c *Controller) ingressClaims(in translate.SelectInput) map[netip.Addr][]string {
+func (c *Controller) ingressClaims(in hosts.SelectInput) map[netip.Addr][]string {
 	out := map[netip.Addr][]string{}
 	for _, svc := range in.Services {
 		for _, ip := range ingressOf(svc) {
@@ -143,18 +144,18 @@ func (c *Controller) ingressClaims(in translate.SelectInput) map[netip.Addr][]st
 // labelClaims lists, for the host label of each of the batch's
 // EgressServices, the LoadBalancerIP EgressServices with that label (from
 // the EgressServices' host-label index).
-func (c *Controller) labelClaims(in translate.SelectInput) map[string][]translate.LabelClaim {
-	out := map[string][]translate.LabelClaim{}
+func (c *Controller) labelClaims(in hosts.SelectInput) map[string][]hosts.LabelClaim {
+	out := map[string][]hosts.LabelClaim{}
 	for _, es := range in.EgressServices {
-		label := translate.NodeLabel(es.Namespace, es.Name)
+		label := hosts.NodeLabel(es.Namespace, es.Name)
 		if _, done := out[label]; done {
 			continue
 		}
 		objs, _ := c.esIndexer.ByIndex(controller.IndexByHostLabel, label)
-		claims := []translate.LabelClaim{}
+		claims := []hosts.LabelClaim{}
 		for _, o := range objs {
 			if e, ok := o.(*egressv1.EgressService); ok && e.Spec.SourceIPBy != egressv1.Network {
-				claims = append(claims, translate.LabelClaim{Key: translate.EgressServiceKey(e), Created: e.CreationTimestamp.Time})
+				claims = append(claims, hosts.LabelClaim{Key: translate.EgressServiceKey(e), Created: e.CreationTimestamp.Time})
 			}
 		}
 		out[label] = claims
@@ -220,7 +221,7 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 	if c.standingBack() {
 		return // the standoff's end enqueues every key again
 	}
-	res := translate.SelectHosts(in)
+	res := hosts.SelectHosts(in)
 	var changed []*egressv1.EgressService
 	for _, es := range in.EgressServices {
 		k := translate.EgressServiceKey(es)
@@ -273,10 +274,10 @@ func (c *Controller) syncEgressServices(ctx context.Context, keys []string, errs
 		mu.Unlock()
 		c.events.hostWritten(out, sel)
 		c.cfg.Metrics.hostChanged(sel)
-		if sel.Cause == translate.CauseSelector {
+		if sel.Cause == hosts.CauseSelector {
 			c.moves.moved(es)
 		}
-		if sel.Cause == translate.CauseUnreachable && c.cfg.Failovers != nil && c.health != nil && sel.Host != "" {
+		if sel.Cause == hosts.CauseUnreachable && c.cfg.Failovers != nil && c.health != nil && sel.Host != "" {
 			c.cfg.Failovers.Drained(k, sel.Host, c.health.lastAnswered(sel.Current))
 		}
 		c.log.WithFields(map[string]any{"key": k, "from": sel.Current, "to": sel.Host, "why": sel.Why}).Info("host selected")
@@ -386,7 +387,7 @@ func (c *Controller) syncNodeLabels(ctx context.Context, nodes []string, errs *k
 				hosted = append(hosted, e)
 			}
 		}
-		patch := c.withoutHeld(translate.LabelPatch(n.Labels, translate.HostedLabels(name, hosted)))
+		patch := c.withoutHeld(hosts.LabelPatch(n.Labels, hosts.HostedLabels(name, hosted)))
 		if patch == nil || c.standingBack() {
 			return
 		}
@@ -430,7 +431,7 @@ func (c *Controller) withoutHeld(patch map[string]*string) map[string]*string {
 	}
 	for _, k := range c.cfg.Standoff.HeldKeys() {
 		ns, name, _ := cache.SplitMetaNamespaceKey(k)
-		delete(patch, translate.NodeLabel(ns, name))
+		delete(patch, hosts.NodeLabel(ns, name))
 	}
 	if len(patch) == 0 {
 		return nil

@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	eipinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions/egressip/v1"
 	egressinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
@@ -82,10 +81,10 @@ type Config struct {
 	// (informer.Reports); a node without one is read from its Node's
 	// legacy annotation.
 	Reports coreinformers.ConfigMapInformer
-	// EgressIPs, when set (interconnect zones running EgressIP rows), give
-	// the nodes holding EgressIPs: an egress node of the zone gets the cluster
-	// src-ip route to its GR as a host does (translate.ZoneFacts.EgressNodes).
-	EgressIPs eipinformers.EgressIPInformer
+	// EgressIP, when set, writes the EgressIPs' rows too, in the same
+	// transactions. In a zone its nodes holding EgressIPs get the cluster
+	// src-ip route to their GR as a host does (translate.ZoneFacts.EgressNodes).
+	EgressIP *EgressIPConfig
 }
 
 // Failovers follows services drained off a dead host.
@@ -149,12 +148,19 @@ type Controller struct {
 	synced  []cache.InformerSynced
 
 	work *controller.Worker[Key]
-	// es is the EgressService translator (only the worker touches it).
+	// es is the EgressService translator, eip the EgressIP one (nil:
+	// Config.EgressIP unset); only the worker touches them.
 	es     *egressServices
+	eip    *egressIPs
 	events *problemEvents
+	wanted *wantedSets
 
 	statsMu sync.Mutex
 	stats   SyncStats
+	// eipStats and eipStanding are the EgressIP translator's, as of its
+	// last sync.
+	eipStats    EgressIPStats
+	eipStanding bool
 }
 
 // SyncStats counts what the controller did since it started.
@@ -207,13 +213,23 @@ func New(cfg Config, log *logrus.Entry, nb client.Client, kubeInf kubeinformers.
 		synced: []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
 		es: &egressServices{cfg: cfg, nb: nb, esLister: esInf.Lister(), svcLister: svcInf.Lister(),
 			sliceIndex: sliceInf.Informer().GetIndexer(), nodeLister: nodeInf.Lister()},
-		events: newProblemEvents(recorder, cfg.EventReasons),
+		events: newProblemEvents(recorder, cfg.EventReasons), wanted: newWantedSets(),
 	}
 	c.work = controller.New(controller.Config[Key]{Name: Name, MaxBatch: cfg.MaxBatch,
 		Window: func() time.Duration { return c.cfg.BatchWindow }, Gate: cfg.HostMoves, GateBound: cfg.HostMovesBound,
 		Metrics: cfg.Work}, c.sync, log)
-	if err := c.watchEgressNodes(cfg.EgressIPs); err != nil {
-		return nil, err
+	if cfg.EgressIP != nil {
+		var synced []cache.InformerSynced
+		var err error
+		if c.eip, synced, err = newEgressIPs(cfg, log, nb, kubeInf, recorder, c.work); err != nil {
+			return nil, err
+		}
+		c.synced = append(c.synced, synced...)
+		if cfg.Zone != "" {
+			if err := c.watchEgressNodes(cfg.EgressIP.Informers.K8s().V1().EgressIPs()); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if cfg.Reports != nil {
 		c.es.reportLister = cfg.Reports.Lister()
@@ -259,6 +275,21 @@ func (c *Controller) Stats() SyncStats {
 	c.statsMu.Unlock()
 	st.Errors = c.work.Stats().Errors
 	return st
+}
+
+// EgressIPStats returns the EgressIP rows' counters so far.
+func (c *Controller) EgressIPStats() EgressIPStats {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	return c.eipStats
+}
+
+// EgressIPStandingBack reports whether the EgressIP rows stand back
+// (ovn-kubernetes' own EgressIP serves pods in this NB).
+func (c *Controller) EgressIPStandingBack() bool {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	return c.eipStanding
 }
 
 // Idle reports whether no key waits or is being synced.

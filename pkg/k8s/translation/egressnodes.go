@@ -2,6 +2,7 @@ package translation
 
 import (
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -9,18 +10,14 @@ import (
 	egressipv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressip/v1"
 	eipinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions/egressip/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// watchEgressNodes follows the nodes holding EgressIPs (Config.EgressIPs):
+// watchEgressNodes follows the nodes holding EgressIPs (a zone's, with
+// Config.EgressIP):
 // a node that starts or stops holding one has its key synced, so that its
 // zone's cluster route follows.
 func (c *Controller) watchEgressNodes(inf eipinformers.EgressIPInformer) error {
-	if inf == nil {
-		return nil
-	}
 	c.es.eipLister = inf.Lister()
-	c.synced = append(c.synced, inf.Informer().HasSynced)
 	_, err := inf.Informer().AddEventHandler(controller.OnChange(func(old, obj any) {
 		o, _ := controller.As[*egressipv1.EgressIP](old)
 		n, _ := controller.As[*egressipv1.EgressIP](obj)
@@ -37,7 +34,7 @@ func (c *Controller) watchEgressNodes(inf eipinformers.EgressIPInformer) error {
 }
 
 // egressNodes are the nodes holding an IP of some EgressIP (nil without
-// Config.EgressIPs).
+// watchEgressNodes).
 func (e *egressServices) egressNodes() (map[string]bool, error) {
 	if e.eipLister == nil {
 		return nil, nil
@@ -46,7 +43,7 @@ func (e *egressServices) egressNodes() (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return translate.EgressIPNodes(list), nil
+	return egressip.EgressIPNodes(list), nil
 }
 
 // itemNodes are the nodes of an EgressIP's status.items, sorted.

@@ -3,6 +3,7 @@ package translation
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
 	"slices"
 	"strings"
 
@@ -29,7 +30,7 @@ import (
 type egressServices struct {
 	cfg Config
 	nb  client.Client
-	x   *translate.Index
+	x   *egressservice.Index
 
 	esLister     egresslisters.EgressServiceLister
 	svcLister    corelisters.ServiceLister
@@ -50,7 +51,7 @@ type rowsPlan struct {
 func (e *egressServices) newIndex() {
 	cfg := e.cfg.Translate
 	cfg.NATMatch = ovn.FeaturesOf(e.nb).NATMatch
-	e.x = translate.NewIndex(cfg, e.cfg.Zone, members{e.nb})
+	e.x = egressservice.NewIndex(cfg, e.cfg.Zone, members{e.nb})
 }
 
 // members reads owned address sets' members from the NB cache.
@@ -204,8 +205,8 @@ func (e *egressServices) setService(key string) error {
 }
 
 // objects are an EgressService's Service and EndpointSlices.
-func (e *egressServices) objects(es *egressv1.EgressService) (translate.ServiceObjects, error) {
-	objs := translate.ServiceObjects{EgressService: es}
+func (e *egressServices) objects(es *egressv1.EgressService) (egressservice.ServiceObjects, error) {
+	objs := egressservice.ServiceObjects{EgressService: es}
 	svc, err := e.svcLister.Services(es.Namespace).Get(es.Name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -251,7 +252,7 @@ func (e *egressServices) zoneFacts(ctx context.Context) error {
 	if e.cfg.Zone == "" {
 		return nil
 	}
-	var z translate.ZoneFacts
+	var z egressservice.ZoneFacts
 	var err error
 	if z.ForeignClusterRoutes, err = ovn.ForeignClusterRoutes(ctx, e.nb, e.cfg.Translate.ClusterSubnets); err != nil {
 		return err

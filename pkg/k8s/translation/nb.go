@@ -12,20 +12,28 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
-// nbHandler maps NB cache events to keys: any change to an owned row (so
-// rows removed or edited by someone else are put back; the echo of the
-// controller's own write is a sync that finds nothing to change), gateway
+// nbHandler maps NB cache events to keys of both translators: any change
+// to an owned row (so rows removed or edited by someone else are put back)
+// but an address set left as the worker wants it (wantedSets), gateway
 // router ports (join addresses, NAT announcement), routers appearing, and
 // in a zone the rows of others that decide who routes the zone's traffic.
 func (c *Controller) nbHandler() libcache.EventHandler {
-	onRow := func(m model.Model) {
+	onRow := func(m model.Model, deleted bool) {
+		if c.eip != nil {
+			if keys := egressIPRowKeys(m); len(keys) > 0 {
+				c.work.Add(keys...)
+			}
+		}
 		if ids, ok := ovn.NATExternalIDs(m); ok { // either NAT model
 			c.addOwned(ids)
 			return
 		}
 		switch r := m.(type) {
 		case *nbdb.AddressSet:
-			c.addOwned(r.ExternalIDs)
+			// The echo of the worker's own write needs no sync (wantedSets).
+			if (deleted && c.wanted.isWanted(r)) || (!deleted && !c.wanted.asWanted(r)) {
+				c.addOwned(r.ExternalIDs)
+			}
 		case *nbdb.LogicalRouterPolicy:
 			if c.cfg.Zone != "" && ovn.IsOVNKubeNoReroute(r) {
 				// ovn-kubernetes' EgressIP came or went: who keeps the
@@ -60,7 +68,7 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 		}
 	}
 	return &libcache.EventHandlerFuncs{
-		AddFunc: func(_ string, m model.Model) { onRow(m) },
+		AddFunc: func(_ string, m model.Model) { onRow(m, false) },
 		UpdateFunc: func(_ string, old, cur model.Model) {
 			if lr, ok := cur.(*nbdb.LogicalRouter); ok {
 				// Routers change whenever a policy or NAT row is attached;
@@ -69,9 +77,9 @@ func (c *Controller) nbHandler() libcache.EventHandler {
 					return
 				}
 			}
-			onRow(cur)
+			onRow(cur, false)
 		},
-		DeleteFunc: func(_ string, m model.Model) { onRow(m) },
+		DeleteFunc: func(_ string, m model.Model) { onRow(m, true) },
 	}
 }
 

@@ -3,6 +3,7 @@ package translation_test
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -253,7 +254,7 @@ func (w *world) difference(nb client.Client) string {
 	if err := ovn.Facts(ctx, nb, &in, keys, names); err != nil {
 		return err.Error()
 	}
-	d := translate.Translate(in)
+	d := egressservice.Translate(in)
 	plan, err := ovn.BuildPlan(ctx, nb, keys, d)
 	if err != nil {
 		return err.Error()

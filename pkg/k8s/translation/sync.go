@@ -2,6 +2,7 @@ package translation
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
@@ -19,12 +20,27 @@ func (c *Controller) sync(ctx context.Context, keys []Key) error {
 		return err
 	}
 	// After gather: whatever the listers showed it, the standoff had seen
-	// first (its observer runs in the informer's transform).
+	// first (its observer runs in the informer's transform). Its end
+	// converges everything again.
 	if c.standingBack() {
-		return nil // the standoff's end converges everything again
+		plan, translated = rowsPlan{}, nil
 	}
+	eipPlan, reported, err := c.syncEgressIPs(ctx, b)
+	if err != nil {
+		return err
+	}
+	plan = plan.with(eipPlan)
 	gathered := time.Now()
+	c.wanted.record(plan.keys, plan.desired, c.es.x.Digests)
 	st, failed := c.apply(ctx, plan)
+	if reported != nil && !eipFailed(eipPlan, failed) {
+		reported()
+	}
+	c.statsMu.Lock()
+	if c.eip != nil {
+		c.eipStats, c.eipStanding = c.eip.stats, c.eip.standing
+	}
+	c.statsMu.Unlock()
 	c.statsMu.Lock()
 	c.stats.Syncs++
 	c.stats.Transactions += st.Transactions
@@ -34,13 +50,7 @@ func (c *Controller) sync(ctx context.Context, keys []Key) error {
 	c.statsMu.Unlock()
 	c.events.record(c.es.esLister, translated, c.es.x.Problems)
 	if st.Changes > 0 && c.cfg.Failovers != nil && c.cfg.Failovers.Pending() {
-		for _, k := range plan.keys {
-			if _, bad := failed[k]; !bad && k.IsNode() {
-				for _, svc := range c.es.x.ServedBy(k.Node()) {
-					c.cfg.Failovers.Repointed(svc, k.Node())
-				}
-			}
-		}
+		c.repointed(b, translated, plan.keys, failed)
 	}
 	if st.Changes > 0 {
 		c.log.WithField("keys", len(keys)).WithField("rows-keys", len(plan.keys)).WithField("translated", len(translated)).
@@ -48,8 +58,74 @@ func (c *Controller) sync(ctx context.Context, keys []Key) error {
 			WithField("gather", gathered.Sub(start).Round(time.Microsecond)).
 			WithField("plan", st.Plan.Round(time.Microsecond)).WithField("write", st.Write.Round(time.Microsecond)).
 			Debug("nb rows converged")
+	} else if d := time.Since(start); d > slowSync {
+		c.log.WithField("keys", len(keys)).WithField("translated", len(translated)).WithField("all", b.all).
+			WithField("took", d.Round(time.Microsecond)).Debug("sync wrote nothing")
 	}
 	return c.failures(ctx, b, failed)
+}
+
+// slowSync is how long a sync that wrote nothing may take before the debug
+// log names it.
+const slowSync = 20 * time.Millisecond
+
+// syncEgressIPs is the EgressIP translator's part of a batch.
+func (c *Controller) syncEgressIPs(ctx context.Context, b batch) (rowsPlan, func(), error) {
+	if c.eip == nil || (!b.all && len(b.egressIPs) == 0) {
+		return rowsPlan{}, nil, nil
+	}
+	names := b.egressIPs
+	if b.all {
+		names = []string{""}
+	}
+	return c.eip.sync(ctx, names)
+}
+
+// eipFailed reports whether a key of the EgressIP plan failed.
+func eipFailed(p rowsPlan, failed map[translate.Key]error) bool {
+	for _, k := range p.keys {
+		if _, bad := failed[k]; bad {
+			return true
+		}
+	}
+	return false
+}
+
+// with merges two translators' plans (their keys are disjoint).
+func (p rowsPlan) with(o rowsPlan) rowsPlan {
+	if len(o.keys) == 0 {
+		return p
+	}
+	if p.desired == nil {
+		return o
+	}
+	p.keys = append(slices.Clip(p.keys), o.keys...)
+	p.desired.Merge(o.desired)
+	return p
+}
+
+// repointed tells Config.Failovers of the services whose endpoints are now
+// in their host's rows: those translated in this sync, and those of the
+// hosts whose rows a retried row key wrote.
+func (c *Controller) repointed(b batch, translated []string, keys []translate.Key, failed map[translate.Key]error) {
+	written := map[translate.Key]bool{}
+	for _, k := range keys {
+		if _, bad := failed[k]; !bad {
+			written[k] = true
+		}
+	}
+	for _, svc := range translated {
+		if host, ok := c.es.x.ServingHost(svc); ok && written[translate.NodeKey(host)] {
+			c.cfg.Failovers.Repointed(svc, host)
+		}
+	}
+	for _, k := range b.rows {
+		if k.IsNode() && written[k] {
+			for _, svc := range c.es.x.ServedBy(k.Node()) {
+				c.cfg.Failovers.Repointed(svc, k.Node())
+			}
+		}
+	}
 }
 
 // apply writes a plan's rows in one transaction. When it fails, the keys
@@ -93,17 +169,31 @@ func (c *Controller) failures(ctx context.Context, b batch, failed map[translate
 	if len(failed) == 0 {
 		return nil
 	}
-	inBatch := map[translate.Key]bool{}
+	inBatch := map[Key]bool{}
 	for _, k := range b.rows {
-		inBatch[k] = true
+		inBatch[rowsKey(k)] = true
+	}
+	for _, n := range b.egressIPs {
+		inBatch[egressIPKey(n)] = true
 	}
 	errs := controller.KeyErrors[Key]{}
+	retry := map[Key]error{}
 	for k, err := range failed {
-		if inBatch[k] {
-			errs[rowsKey(k)] = err
-		} else {
-			c.work.Retry(ctx, rowsKey(k), err)
+		key := rowsKey(k)
+		if name, eip := k.EgressIP(); eip {
+			key = egressIPKey(name)
+			if !inBatch[key] && (b.all || inBatch[egressIPKey("")]) {
+				key = egressIPKey("") // the whole sync's: retried as one
+			}
 		}
+		if inBatch[key] {
+			errs[key] = err
+		} else {
+			retry[key] = err
+		}
+	}
+	for k, err := range retry {
+		c.work.Retry(ctx, k, err)
 	}
 	if len(errs) == 0 {
 		return nil

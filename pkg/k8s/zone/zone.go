@@ -17,10 +17,8 @@ import (
 
 	egressclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/clientset/versioned"
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
-	eipinformers "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/informers/externalversions"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
-	"github.com/ovn-egress/ovn-egress/pkg/k8s/egressip"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/observe"
@@ -31,7 +29,7 @@ import (
 // Config configures the translation a node agent runs for its own
 // interconnect zone, into that zone's NB.
 type Config struct {
-	NB   ovn.ClientConfig
+	NB          ovn.ClientConfig
 	Translation translation.Config
 	// Node names the agent, for its Events' source.
 	Node string
@@ -73,7 +71,6 @@ type Translator struct {
 	nb         client.Client
 	det        *coexist.Detector
 	sync       *translation.Controller
-	eipRows    *egressip.Rows // nil unless Config.EgressIP
 	factories  []factory
 	stopEvents func()
 	verdict    *verdictPublisher
@@ -160,11 +157,10 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 	repInf := informer.Reports(kube, cfg.ReportNamespace)
 	t.factories = []factory{kubeInf, egInf, repInf}
 	cfg.Translation.Reports = repInf.Core().V1().ConfigMaps()
-	var eipInf eipinformers.SharedInformerFactory
 	if cfg.EgressIP {
-		eipInf = informer.EgressIP(clients.EgressIP)
+		eipInf := informer.EgressIP(clients.EgressIP)
 		t.factories = append(t.factories, eipInf)
-		cfg.Translation.EgressIPs = eipInf.K8s().V1().EgressIPs()
+		cfg.Translation.EgressIP = &translation.EgressIPConfig{Informers: eipInf, Standoff: t.det}
 	}
 	if err := t.det.Watch(egInf.K8s().V1().EgressServices()); err != nil {
 		return err
@@ -174,19 +170,11 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 		return err
 	}
 	t.sync = c
-	if cfg.EgressIP {
-		if err := t.wireEgressIP(eipInf, kubeInf, recorder); err != nil {
-			return err
-		}
-	}
 	t.verdict = newVerdictPublisher(kube, cfg.ReportNamespace, cfg.Node, log.WithField("controller", "zone-verdict"))
 	t.det.OnChange(func(cf coexist.Conflict) {
 		t.verdict.set(coexist.VerdictOf(cf))
-		if !cf.Active() {
-			c.EnqueueAll()
-		}
-		if t.eipRows != nil {
-			t.eipRows.EnqueueAll()
+		if !cf.Active() || cfg.EgressIP {
+			c.EnqueueAll() // what was skipped meanwhile (the EgressIP rows follow their own standoff)
 		}
 	})
 	if cfg.Observe != nil {
@@ -197,35 +185,24 @@ func (t *Translator) wire(ctx context.Context, clients Clients) error {
 			if err := ovn.Reachable(ctx, nb); err != nil {
 				errs = append(errs, fmt.Errorf("zone NB not connected: %w", err))
 			}
-			if !c.Synced() || (t.eipRows != nil && !t.eipRows.Synced()) {
+			if !c.Synced() {
 				errs = append(errs, errors.New("informer caches not synced"))
 			}
 			if cf := t.det.Conflict(); cf.Active() {
 				errs = append(errs, fmt.Errorf("standing back, writing nothing: %s", cf))
 			}
-			if cf := t.det.Conflict(); t.eipRows != nil && cf.EgressIPActive() {
+			if cf := t.det.Conflict(); cfg.EgressIP && cf.EgressIPActive() {
 				errs = append(errs, fmt.Errorf("EgressIP standing back: %s", cf.EgressIPString()))
 			}
 			return errors.Join(errs...)
 		})
-		cfg.Observe.Live("zone", func() error {
-			if t.eipRows != nil {
-				if err := t.eipRows.Stuck(controller.StuckBound); err != nil {
-					return err
-				}
-			}
-			return c.Stuck(controller.StuckBound)
-		})
+		cfg.Observe.Live("zone", func() error { return c.Stuck(controller.StuckBound) })
 	}
 	return nil
 }
 
 // Translation is the zone's translation controller (for its Stats and Idle).
 func (t *Translator) Translation() *translation.Controller { return t.sync }
-
-// EgressIPRows is the zone's EgressIP rows controller; nil unless
-// Config.EgressIP.
-func (t *Translator) EgressIPRows() *egressip.Rows { return t.eipRows }
 
 // Run starts the informers and converges the zone's NB until ctx ends.
 func (t *Translator) Run(ctx context.Context) error {
@@ -235,16 +212,7 @@ func (t *Translator) Run(ctx context.Context) error {
 		f.Start(ctx.Done())
 		defer f.Shutdown()
 	}
-	if t.eipRows == nil {
-		return t.sync.Run(ctx)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- t.eipRows.Run(ctx) }()
-	err := t.sync.Run(ctx)
-	cancel()
-	return errors.Join(err, <-done)
+	return t.sync.Run(ctx)
 }
 
 // Close flushes the Events and closes the NB connection.

@@ -3,6 +3,7 @@ package kind
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"testing"
 	"time"
 
@@ -10,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // Timeouts of the scenarios: the master picks a host within seconds; the
@@ -107,7 +107,7 @@ func TestSelectorMovesHost(t *testing.T) {
 // waitLabelGone waits until no node carries the egress-service label of svc.
 func (e *env) waitLabelGone(svc string) {
 	e.t.Helper()
-	label := translate.NodeLabel(e.ns, svc)
+	label := hosts.NodeLabel(e.ns, svc)
 	e.eventually("label "+label+" gone from every node", hostTimeout, func() (bool, string) {
 		nodes, err := e.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: label})
 		if err != nil {

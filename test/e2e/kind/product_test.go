@@ -3,6 +3,7 @@ package kind
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"slices"
 	"strings"
 	"time"
@@ -95,7 +96,7 @@ func (e *env) dump() {
 		for _, n := range nodes.Items {
 			var labels []string
 			for k, v := range n.Labels {
-				if strings.HasPrefix(k, translate.NodeLabelPrefix) || strings.HasPrefix(k, "ovn-egress.io/") {
+				if strings.HasPrefix(k, hosts.NodeLabelPrefix) || strings.HasPrefix(k, "ovn-egress.io/") {
 					labels = append(labels, k+"="+v)
 				}
 			}

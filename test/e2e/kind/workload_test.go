@@ -3,6 +3,7 @@ package kind
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -18,7 +19,6 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // pod is the single pod of a backend Deployment pinned to one node.
@@ -198,7 +198,7 @@ func (e *env) advertise(svc string) {
 		"spec": map[string]any{
 			"ipAddressPools": []any{*flagMetalLBPool},
 			"nodeSelectors": []any{map[string]any{
-				"matchLabels": map[string]any{translate.NodeLabel(e.ns, svc): ""},
+				"matchLabels": map[string]any{hosts.NodeLabel(e.ns, svc): ""},
 			}},
 		},
 	}}
@@ -269,7 +269,7 @@ func isHost(node string) func(string) bool { return func(h string) bool { return
 // and returns the host.
 func (e *env) waitHost(name string, timeout time.Duration, ok func(string) bool) string {
 	e.t.Helper()
-	label := translate.NodeLabel(e.ns, name)
+	label := hosts.NodeLabel(e.ns, name)
 	var host string
 	e.eventually("status.host of "+name+" and its node label", timeout, func() (bool, string) {
 		es, err := e.egress.K8sV1().EgressServices(e.ns).Get(context.Background(), name, metav1.GetOptions{})

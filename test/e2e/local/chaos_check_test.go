@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"maps"
 	"net/netip"
 	"slices"
@@ -15,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // foreignState is what ovn-egress must never change: the NB rows it does
@@ -72,7 +72,7 @@ func (c *cluster) snapshotForeign() foreignState {
 		}
 		var kv []string
 		for k, v := range node.Labels {
-			if k != "egress" && !translate.IsNodeLabel(k) {
+			if k != "egress" && !hosts.IsNodeLabel(k) {
 				kv = append(kv, k+"="+v)
 			}
 		}
@@ -155,7 +155,7 @@ func (s *chaosState) disagreements(lbs map[string][]netip.Addr) []string {
 			return []string{"EgressService " + name + ": " + err.Error()}
 		}
 		h := es.Status.Host
-		label := translate.NodeLabel(c.ns, name)
+		label := hosts.NodeLabel(c.ns, name)
 		for _, node := range nodes.Items {
 			if _, has := node.Labels[label]; has != (node.Name == h) {
 				problems = append(problems, fmt.Sprintf("service %s hosted on %q: node %s has its label %v", name, h, node.Name, has))
@@ -291,7 +291,7 @@ func (s *chaosState) nothingLeft() {
 				return false
 			}
 			for k := range node.Labels {
-				if translate.IsNodeLabel(k) {
+				if hosts.IsNodeLabel(k) {
 					return false
 				}
 			}

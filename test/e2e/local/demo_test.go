@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -22,7 +23,6 @@ import (
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 var once = flag.Bool("once", false, "show once and exit instead of staying up until Ctrl-C")
@@ -107,7 +107,7 @@ func TestDemo(t *testing.T) {
 // demoEgressIP shows an EgressIP: shop's app=batch pods leave with
 // 172.18.0.220 through node3, the egress-assignable node.
 func demoEgressIP(c *cluster, ext netip.AddrPort, say func(string, ...any), show func(string, string)) {
-	c.label("node3", translate.LabelEgressAssignable, "")
+	c.label("node3", egressip.LabelEgressAssignable, "")
 	batch := c.addPod("batch-1", "node1", 7)
 	c.podObject(batch, map[string]string{"app": "batch"})
 	got, _, err := testenv.AskUntil(batch.ns, "tcp", ext, 10*time.Second)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
 	"net/netip"
 	"slices"
 	"strings"
@@ -19,7 +20,6 @@ import (
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
 	eipclient "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/clientset/versioned"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // egressIPRows writes ovn-kubernetes' EgressIP rows for one pod exactly as
@@ -211,7 +211,7 @@ func newEgressIPCluster(t *testing.T, prefix string, families ...ipfamily.Family
 		t.Fatal(err)
 	}
 	for _, n := range []string{"node2", "node3"} {
-		c.label(n, translate.LabelEgressAssignable, "")
+		c.label(n, egressip.LabelEgressAssignable, "")
 	}
 	team := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()) // namespaces outlive tests here
 	c.labelNamespace("team", team)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"net"
 	"net/netip"
 	"os"
@@ -19,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // TestFailoverAsAUserLivesIt: the host dies — its host network drops
@@ -140,7 +140,7 @@ func (c *cluster) failOnce(p *pod, lb netip.Addr, host string) failoverRound {
 	c.t.Helper()
 	other := otherOf(host)
 	r := failoverRound{from: host, to: other}
-	label := translate.NodeLabel(c.ns, "web")
+	label := hosts.NodeLabel(c.ns, "web")
 	mac := c.announcerMAC(other)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

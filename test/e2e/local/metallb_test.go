@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
-	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // MetalLB itself (its real controller and speakers, testenv.MetalLB)
@@ -47,7 +47,7 @@ func (c *cluster) metalLBConfig(name string, ingress []netip.Addr) string {
 		docs = docs[:1]
 	}
 	out := strings.Join(docs, "\n---\n")
-	label := translate.NodeLabel(c.ns, name)
+	label := hosts.NodeLabel(c.ns, name)
 	out = strings.NewReplacer(
 		"egress-service.k8s.ovn.org/shop-web", label,
 		"egress-shop-web", "egress-"+c.ns+"-"+name,
@@ -103,7 +103,7 @@ func (c *cluster) balanceIngress(ctx context.Context) {
 				continue
 			}
 			for _, n := range nodes.Items {
-				if _, ok := n.Labels[translate.NodeLabel(es.Namespace, es.Name)]; !ok {
+				if _, ok := n.Labels[hosts.NodeLabel(es.Namespace, es.Name)]; !ok {
 					continue
 				}
 				for _, in := range svc.Status.LoadBalancer.Ingress {
