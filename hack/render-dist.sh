@@ -51,3 +51,6 @@ render network-allowlist.yaml dist/network-allowlist.yaml --set networkAllowList
 render master-networkpolicy.yaml dist/master/networkpolicy.yaml --set mode=central
 render master-networkpolicy.yaml dist/ic/master-networkpolicy.yaml
 render node-pools.yaml dist/node-pools.yaml --set nodePools.enabled=true
+render monitoring-podmonitor.yaml dist/monitoring/podmonitor.yaml --set monitoring.podMonitor.enabled=true
+render monitoring-prometheusrule.yaml dist/monitoring/prometheusrule.yaml --set monitoring.prometheusRule.enabled=true
+cp "$CHART/files/monitoring/dashboard.json" dist/monitoring/dashboard.json

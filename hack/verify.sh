@@ -38,7 +38,7 @@ SCRATCH=$(mktemp -d)
 trap 'rm -rf "$SCRATCH"' EXIT
 tar -C "$ROOT" --exclude=./bin --exclude=./.git -cf - . | tar -C "$SCRATCH" -xf -
 TOOLS_DIR=$ROOT/bin/tools "$SCRATCH/hack/update-codegen.sh" >/dev/null
-for d in pkg/nbdb pkg/nbdbext pkg/sbdb pkg/k8s/client pkg/apis dist/crds dist/master dist/node dist/ic dist/helm/ovn-egress/files/crds; do
+for d in pkg/nbdb pkg/nbdbext pkg/sbdb pkg/k8s/client pkg/apis dist/crds dist/master dist/node dist/ic dist/monitoring dist/helm/ovn-egress/files/crds; do
   if ! diff -r "$ROOT/$d" "$SCRATCH/$d" >/dev/null; then
     echo "generated code in $d is out of date; run 'make generate':"
     diff -r "$ROOT/$d" "$SCRATCH/$d" | head -20

@@ -49,10 +49,12 @@ type Server struct {
 }
 
 // New returns a Server whose registry already has the Go runtime and
-// process collectors.
+// process collectors and, for the process's first Server, client-go's work
+// queue and REST client metrics.
 func New(cfg Config, log *logrus.Entry) *Server {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerClientGo(reg)
 	if cfg.Version != "" {
 		info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ovn_egress_build_info",
 			Help:        "Always 1; the labels say which build runs (version, commit, Go version) and as what component.",

@@ -45,6 +45,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// start makes a controller's series exist from its start (at 0), so that
+// rules and dashboards find them before anything happened.
+func (m *Metrics) start(name string) {
+	if m == nil {
+		return
+	}
+	m.syncErrors.WithLabelValues(name)
+	m.adds.WithLabelValues(name)
+	m.retries.WithLabelValues(name)
+	m.queueDepth.WithLabelValues(name)
+}
+
 func (m *Metrics) added(name string, n, depth int) {
 	if m == nil {
 		return

@@ -95,6 +95,7 @@ func New[K comparable](cfg Config[K], sync SyncFunc[K], log *logrus.Entry) *Work
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 1
 	}
+	cfg.Metrics.start(cfg.Name)
 	rl := cfg.RateLimiter
 	if rl == nil {
 		rl = workqueue.DefaultTypedControllerRateLimiter[K]()

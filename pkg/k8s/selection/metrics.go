@@ -74,8 +74,9 @@ func (m *Metrics) probed(node string, d time.Duration, err error) {
 		return
 	}
 	m.probeDuration.Observe(d.Seconds())
+	failures := m.probeFailures.WithLabelValues(node) // a probed node's series exists from its first probe
 	if err != nil {
-		m.probeFailures.WithLabelValues(node).Inc()
+		failures.Inc()
 	}
 }
 

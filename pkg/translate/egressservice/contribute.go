@@ -137,7 +137,12 @@ func (w *facts) translateService(e *serviceEntry, winner func(netip.Addr) string
 	if host := s.EgressService.Status.Host; host != "" && host != egressv1.HostAll {
 		r.reads = append(r.reads, host)
 	}
-	if s.mode == modeNetwork || w.zone != "" {
+	// Network mode reads every endpoint node's facts. A zone's LoadBalancerIP
+	// services read of their endpoints' nodes only whether each is in the
+	// zone: Index.SetNode translates again the services with an endpoint on
+	// a node whose membership changed (at 5,000 nodes, a set of readers per
+	// endpoint node would cost every agent some 10 MiB).
+	if s.mode == modeNetwork {
 		for _, ep := range s.eps {
 			r.reads = append(r.reads, ep.Node)
 		}

@@ -40,7 +40,7 @@ import (
 type Index struct {
 	w        facts
 	services map[string]*indexed
-	claims   claimIndex
+	claims   *claimIndex
 	sets     map[setKey]*setState
 	// byKey are the sets under each key.
 	byKey map[translate.Key]map[setKey]struct{}
@@ -161,6 +161,9 @@ func (x *Index) SetNode(name string, n *translate.NodeInfo) {
 		}
 		return
 	}
+	if x.w.zone != "" && inZone(x.w.zone, old) != inZone(x.w.zone, n) {
+		x.zoneMembershipChanged(name)
+	}
 	x.touch(translate.NodeKey(name)) // its cluster routes read its join addresses
 	if old == nil || n == nil || !slices.Equal(old.HostIPs, n.HostIPs) {
 		x.touch(translate.ClusterKey)
@@ -172,6 +175,30 @@ func (x *Index) SetNode(name string, n *translate.NodeInfo) {
 		}
 	}
 	for _, svc := range sortedMembers(x.readers[name]) {
+		x.recompute(svc)
+	}
+}
+
+// inZone reports whether a node's parse (nil: no node) is in zone.
+func inZone(zone string, n *translate.NodeInfo) bool { return n != nil && n.ZoneName() == zone }
+
+// zoneMembershipChanged translates again, in a zone, the services with an
+// endpoint on node: which of their endpoints the zone reroutes changed.
+func (x *Index) zoneMembershipChanged(node string) {
+	var affected []string
+	for key, it := range x.services {
+		if it.entry == nil {
+			continue
+		}
+		for _, e := range it.entry.claims {
+			if e.Node == node {
+				affected = append(affected, key)
+				break
+			}
+		}
+	}
+	slices.Sort(affected)
+	for _, svc := range affected {
 		x.recompute(svc)
 	}
 }
@@ -393,33 +420,53 @@ func (x *Index) unlink(svc string, r *result) {
 func (x *Index) touch(k translate.Key) { x.touched[k] = true }
 
 // claimIndex maps each endpoint address to the EgressServices claiming it:
-// one map entry for an address one service claims (nearly all), a sorted
-// list for an address several claim.
+// one compact map entry (16-byte address, a service number) for an address
+// one service claims (nearly all: 150,000 at the envelope, in every zone's
+// agent), a sorted list for an address several claim.
 type claimIndex struct {
-	one  map[netip.Addr]string
-	many map[netip.Addr][]string
+	one  map[[16]byte]int32
+	many map[[16]byte][]string
+	// ids number the services that claim (never reused: a number is a
+	// name for as long as the Index lives).
+	ids   map[string]int32
+	names []string
 }
 
-func newClaimIndex() claimIndex {
-	return claimIndex{one: map[netip.Addr]string{}, many: map[netip.Addr][]string{}}
+func newClaimIndex() *claimIndex {
+	return &claimIndex{one: map[[16]byte]int32{}, many: map[[16]byte][]string{}, ids: map[string]int32{}}
+}
+
+func (c *claimIndex) id(svc string) int32 {
+	if id, ok := c.ids[svc]; ok {
+		return id
+	}
+	id := int32(len(c.names))
+	c.ids[svc] = id
+	c.names = append(c.names, svc)
+	return id
 }
 
 // winner is the service an address goes to: the first of its claimants by
 // namespace, then name ("" when none claims it).
-func (c claimIndex) winner(a netip.Addr) string {
-	if m := c.many[a]; m != nil {
+func (c *claimIndex) winner(a netip.Addr) string {
+	k := a.As16()
+	if m := c.many[k]; m != nil {
 		return m[0]
 	}
-	return c.one[a]
+	if id, ok := c.one[k]; ok {
+		return c.names[id]
+	}
+	return ""
 }
 
 // claimants returns every service claiming a.
-func (c claimIndex) claimants(a netip.Addr) []string {
-	if m := c.many[a]; m != nil {
+func (c *claimIndex) claimants(a netip.Addr) []string {
+	k := a.As16()
+	if m := c.many[k]; m != nil {
 		return m
 	}
-	if s, ok := c.one[a]; ok {
-		return []string{s}
+	if id, ok := c.one[k]; ok {
+		return []string{c.names[id]}
 	}
 	return nil
 }
@@ -427,7 +474,7 @@ func (c claimIndex) claimants(a netip.Addr) []string {
 // update replaces svc's claims (old and cur sorted by address, as
 // ServiceEndpoints returns them) and returns the other services whose won
 // claims changed: the claimants of an address whose winner changed.
-func (c claimIndex) update(svc string, old, cur []translate.Endpoint) []string {
+func (c *claimIndex) update(svc string, old, cur []translate.Endpoint) []string {
 	var affected []string
 	changed := func(a netip.Addr, edit func()) {
 		before := c.winner(a)
@@ -460,37 +507,39 @@ func (c claimIndex) update(svc string, old, cur []translate.Endpoint) []string {
 	return slices.Compact(affected)
 }
 
-func (c claimIndex) add(a netip.Addr, svc string) {
-	if m := c.many[a]; m != nil {
+func (c *claimIndex) add(a netip.Addr, svc string) {
+	k := a.As16()
+	if m := c.many[k]; m != nil {
 		if i, found := slices.BinarySearchFunc(m, svc, compareServiceKeys); !found {
-			c.many[a] = slices.Insert(m, i, svc)
+			c.many[k] = slices.Insert(m, i, svc)
 		}
 		return
 	}
-	switch s, ok := c.one[a]; {
+	switch id, ok := c.one[k]; {
 	case !ok:
-		c.one[a] = svc
-	case s != svc:
-		delete(c.one, a)
-		m := []string{s, svc}
+		c.one[k] = c.id(svc)
+	case c.names[id] != svc:
+		delete(c.one, k)
+		m := []string{c.names[id], svc}
 		slices.SortFunc(m, compareServiceKeys)
-		c.many[a] = m
+		c.many[k] = m
 	}
 }
 
-func (c claimIndex) remove(a netip.Addr, svc string) {
-	if m := c.many[a]; m != nil {
+func (c *claimIndex) remove(a netip.Addr, svc string) {
+	k := a.As16()
+	if m := c.many[k]; m != nil {
 		m = slices.DeleteFunc(m, func(s string) bool { return s == svc })
 		if len(m) == 1 {
-			delete(c.many, a)
-			c.one[a] = m[0]
+			delete(c.many, k)
+			c.one[k] = c.id(m[0])
 		} else {
-			c.many[a] = m
+			c.many[k] = m
 		}
 		return
 	}
-	if c.one[a] == svc {
-		delete(c.one, a)
+	if id, ok := c.one[k]; ok && c.names[id] == svc {
+		delete(c.one, k)
 	}
 }
 

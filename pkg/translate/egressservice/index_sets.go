@@ -37,12 +37,11 @@ type setState struct {
 
 // renderedSet is the rows of one set.
 type renderedSet struct {
-	nexthop  netip.Addr
-	set      translate.AddressSet
-	addrs    []netip.Addr // set's addresses, sorted as set.Addresses
-	policies []translate.Policy
-	nats     []translate.NAT
-	natSets  []translate.AddressSet // with Config.NATMatch: one per service
+	nexthop netip.Addr
+	set     translate.AddressSet
+	addrs   []netip.Addr // set's addresses, sorted as set.Addresses (its external_ids: addSet)
+	nats    []translate.NAT
+	natSets []translate.AddressSet // with Config.NATMatch: one per service
 	// digest is AddressesDigest(set.Addresses), kept from rendering to
 	// rendering at the cost of the addresses that came and went.
 	digest uint64
@@ -156,11 +155,9 @@ func (x *Index) renderAfresh(st *setState, hop netip.Addr) *renderedSet {
 		ips = append(ips, c.addrs...)
 	}
 	sorted := translate.SortedAddrs(ips)
-	ids := translate.OwnerIDs(k.owner, k.node, k.family)
 	rs := &renderedSet{nexthop: hop, addrs: sorted,
-		set: translate.AddressSet{Name: translate.AddressSetName(ids[translate.KeyID]), Addresses: translate.FormatAddrs(sorted), ExternalIDs: ids}}
+		set: translate.AddressSet{Name: translate.AddressSetName(setID(k.owner, k.node, k.family)), Addresses: translate.FormatAddrs(sorted)}}
 	rs.digest = AddressesDigest(rs.set.Addresses)
-	rs.policies = setPolicies(cfg, k, rs.set.Name, hop)
 	switch {
 	case withNATs && cfg.NATMatch:
 		rs.nats, rs.natSets = matchNATs(k, rs.set.Name, st.parts)
@@ -196,16 +193,13 @@ func (x *Index) patch(st *setState, hop netip.Addr) *renderedSet {
 	if !ok {
 		return nil
 	}
-	rs := &renderedSet{nexthop: hop, set: prev.set, addrs: addrs, policies: prev.policies, digest: prev.digest}
+	rs := &renderedSet{nexthop: hop, set: prev.set, addrs: addrs, digest: prev.digest}
 	rs.set.Addresses = strs
 	for a := range gone {
 		rs.digest -= addressHash(a.String())
 	}
 	for _, a := range add {
 		rs.digest += addressHash(a.String())
-	}
-	if hop != prev.nexthop {
-		rs.policies = setPolicies(x.w.cfg, st.key, rs.set.Name, hop)
 	}
 	if withNATs {
 		rs.nats = x.endpointNATs(st)
@@ -315,7 +309,7 @@ func (x *Index) Rows(keys []translate.Key) *translate.Desired {
 			x.unassignedRows(r)
 		case k.IsNode():
 			for sk := range x.byKey[k] {
-				addSet(r, x.render(x.sets[sk]))
+				x.addSet(r, sk, x.render(x.sets[sk]))
 			}
 			x.routeRows(r, k.Node())
 		}
@@ -327,10 +321,15 @@ func (x *Index) Rows(keys []translate.Key) *translate.Desired {
 	return d
 }
 
-func addSet(r *translate.Rows, rs *renderedSet) {
-	r.AddressSets = append(r.AddressSets, rs.set)
+// addSet adds a set's rows to r. Its external_ids and policies are made
+// afresh, not kept: the Index of a zone's agent at 5,000 nodes would hold
+// some 50 MiB of them.
+func (x *Index) addSet(r *translate.Rows, k setKey, rs *renderedSet) {
+	as := rs.set
+	as.ExternalIDs = translate.OwnerIDs(k.owner, k.node, k.family)
+	r.AddressSets = append(r.AddressSets, as)
 	r.AddressSets = append(r.AddressSets, rs.natSets...)
-	r.Policies = append(r.Policies, rs.policies...)
+	r.Policies = append(r.Policies, setPolicies(x.w.cfg, k, rs.set.Name, rs.nexthop)...)
 	r.NATs = append(r.NATs, rs.nats...)
 }
 
@@ -347,7 +346,7 @@ func (x *Index) unassignedRows(r *translate.Rows) {
 		if st == nil {
 			st = &setState{key: k}
 		}
-		addSet(r, x.render(st))
+		x.addSet(r, k, x.render(st))
 	}
 }
 

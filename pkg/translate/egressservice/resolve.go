@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,7 +45,9 @@ type serviceEntry struct {
 func newServiceEntry(cfg translate.Config, objs ServiceObjects) *serviceEntry {
 	e := &serviceEntry{key: translate.EgressServiceKey(objs.EgressService), ServiceObjects: objs}
 	if translate.IsLoadBalancer(objs.Service) {
-		e.claims = translate.ServiceEndpoints(objs.Service, objs.Slices, cfg.ClusterSubnets)
+		// Exactly as long as needed: an Index keeps every service's claims
+		// (150,000 endpoints at the envelope, in every zone's agent).
+		e.claims = slices.Clone(translate.ServiceEndpoints(objs.Service, objs.Slices, cfg.ClusterSubnets))
 	}
 	e.outside = hasOutside(objs.Service, objs.Slices, cfg.ClusterSubnets)
 	return e

@@ -219,6 +219,10 @@ func testFailover(t *testing.T, backend string, notReady bool) {
 		} else {
 			t.Logf("failover (last good probe → NB rows repointed) %.3fs", sum)
 		}
+		if backend == "host" {
+			// Served traffic and failed over: every series there is.
+			c.monitoringReferencesExposed()
+		}
 	}
 }
 
