@@ -273,6 +273,11 @@ func (w *world) report(node string) {
 		}
 	}
 	w.logf("report of %s: %s", node, r.Encode())
+	w.writeReport(node, r)
+}
+
+// writeReport writes node's report ConfigMap.
+func (w *world) writeReport(node string, r translate.Report) {
 	name, err := translate.ReportConfigMapName(node)
 	w.must("report name", err)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reportNS,
