@@ -61,8 +61,12 @@ func newQueueMetrics() *queueMetrics {
 	}
 }
 
-func (q *queueMetrics) NewDepthMetric(n string) workqueue.GaugeMetric { return q.depth.WithLabelValues(n) }
-func (q *queueMetrics) NewAddsMetric(n string) workqueue.CounterMetric { return q.adds.WithLabelValues(n) }
+func (q *queueMetrics) NewDepthMetric(n string) workqueue.GaugeMetric {
+	return q.depth.WithLabelValues(n)
+}
+func (q *queueMetrics) NewAddsMetric(n string) workqueue.CounterMetric {
+	return q.adds.WithLabelValues(n)
+}
 func (q *queueMetrics) NewLatencyMetric(n string) workqueue.HistogramMetric {
 	return q.latency.WithLabelValues(n)
 }
