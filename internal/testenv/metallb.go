@@ -62,18 +62,11 @@ func (m *MetalLB) Logs(lines int) string {
 // ends.
 func StartMetalLB(t testing.TB, k *Kube, dp *Dataplane) *MetalLB {
 	t.Helper()
-	bins, crds, err := metalLBPaths()
+	bins, _, err := metalLBPaths()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := ctx30()
-	defer cancel()
-	if err := k.ensureNamespace(ctx, MetalLBNamespace); err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Apply(ctx, crds); err != nil {
-		t.Fatalf("MetalLB CRDs: %v", err)
-	}
+	InstallMetalLBCRDs(t, k)
 	m := &MetalLB{t: t, kube: k, dp: dp, dir: shortTempDir(t), bins: bins, speakers: map[string]*Process{}}
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
@@ -90,6 +83,24 @@ func StartMetalLB(t testing.TB, k *Kube, dp *Dataplane) *MetalLB {
 		m.StartSpeaker(n.Name)
 	}
 	return m
+}
+
+// InstallMetalLBCRDs installs MetalLB's CRDs and namespace (idempotent)
+// without running MetalLB: a test writes MetalLB's objects itself.
+func InstallMetalLBCRDs(t testing.TB, k *Kube) {
+	t.Helper()
+	_, crds, err := metalLBPaths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := ctx30()
+	defer cancel()
+	if err := k.ensureNamespace(ctx, MetalLBNamespace); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Apply(ctx, crds); err != nil {
+		t.Fatalf("MetalLB CRDs: %v", err)
+	}
 }
 
 // waitLinkLocal waits until dev in ns has its IPv6 link-local address past

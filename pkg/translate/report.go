@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -134,6 +135,26 @@ func WithReports(info *NodeInfo, cms []*corev1.ConfigMap) *NodeInfo {
 		maps.Copy(out.Report, r)
 	}
 	return &out
+}
+
+// NodeReport is the report of node n: the union of its report ConfigMaps
+// when it has any, else its Node's legacy annotation (nil n: none). An
+// unreadable part counts as empty, with its error.
+func NodeReport(n *corev1.Node, cms []*corev1.ConfigMap) (Report, error) {
+	out := Report{}
+	var errs []error
+	if len(cms) == 0 && n != nil {
+		r, err := ParseReport(n.Annotations[ReportAnnotation])
+		return r, err
+	}
+	for _, cm := range cms {
+		_, _, r, err := ParseReportConfigMap(cm)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		maps.Copy(out, r)
+	}
+	return out, errors.Join(errs...)
 }
 
 // Report is a node agent's readiness report: one entry per EgressService.

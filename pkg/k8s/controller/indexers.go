@@ -12,6 +12,7 @@ import (
 
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // The indexers the controllers share, one set of names for every
@@ -27,6 +28,9 @@ const (
 	// IndexByHostLabel indexes EgressServices by the node label their host
 	// carries (translate.NodeLabel): two of them with one label collide.
 	IndexByHostLabel = "ovn-egress.byHostLabel"
+	// IndexByReportNode indexes the agents' report ConfigMaps by the node
+	// they are for (translate.ReportNodeKey).
+	IndexByReportNode = "ovn-egress.byReportNode"
 )
 
 // indexFunc is the shared indexer of that name.
@@ -40,6 +44,8 @@ func indexFunc(name string) (cache.IndexFunc, bool) {
 		return byIngressIP, true
 	case IndexByHostLabel:
 		return byHostLabel, true
+	case IndexByReportNode:
+		return byReportNode, true
 	}
 	return nil, false
 }
@@ -80,6 +86,14 @@ func byHostLabel(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{hosts.NodeLabel(es.Namespace, es.Name)}, nil
+}
+
+func byReportNode(obj any) ([]string, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok || cm.Data[translate.ReportNodeKey] == "" {
+		return nil, nil
+	}
+	return []string{cm.Data[translate.ReportNodeKey]}, nil
 }
 
 // addIndexersMu serializes AddIndexers in the process: client-go's

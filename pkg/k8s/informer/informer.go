@@ -163,6 +163,20 @@ type Shared struct {
 }
 
 // NewShared returns the factories Kube and Egress return.
+//
+// Their EgressServices are without status.conditions: a node agent and its
+// zone read the spec and status.host and never write an EgressService, and
+// the conditions (about 1 KB an object) would cost every node's agent the
+// whole cluster's.
 func NewShared(kube kubernetes.Interface, egress egressclient.Interface) *Shared {
-	return &Shared{Kube: Kube(kube), Egress: Egress(egress)}
+	return &Shared{Kube: Kube(kube), Egress: egressinformers.NewSharedInformerFactoryWithOptions(egress, 0, egressinformers.WithTransform(withoutConditions))}
+}
+
+// withoutConditions drops an EgressService's managedFields and
+// status.conditions.
+func withoutConditions(obj any) (any, error) {
+	if es, ok := obj.(*egressv1.EgressService); ok {
+		es.Status.Conditions = nil
+	}
+	return StripManagedFields(obj)
 }

@@ -137,3 +137,19 @@ func TestSlimNodeAndSlice(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAgentsCacheNoConditions: the agents' EgressServices keep spec and
+// status.host, not the conditions the master writes.
+func TestAgentsCacheNoConditions(t *testing.T) {
+	es := &egressv1.EgressService{ObjectMeta: metav1.ObjectMeta{Name: "e", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+		Spec:   egressv1.EgressServiceSpec{Network: "100"},
+		Status: egressv1.EgressServiceStatus{Host: "node2", Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready"}}}}
+	out, err := withoutConditions(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*egressv1.EgressService)
+	if got.Status.Conditions != nil || got.ManagedFields != nil || got.Status.Host != "node2" || got.Spec.Network != "100" {
+		t.Errorf("cached %+v, want host and spec without conditions and managedFields", got)
+	}
+}

@@ -17,6 +17,8 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -33,6 +35,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/egressip"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/selection"
+	"github.com/ovn-egress/ovn-egress/pkg/k8s/status"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/translation"
 	"github.com/ovn-egress/ovn-egress/pkg/observe"
 	"github.com/ovn-egress/ovn-egress/pkg/ovn"
@@ -63,8 +66,8 @@ type Config struct {
 	// (the agents' namespace; default DefaultReportNamespace).
 	ReportNamespace string
 	// Controllers names the controllers to run (ControllerSelection,
-	// ControllerTranslation, ControllerEgressIP); empty: selection and
-	// translation, every one the mode has. Translation exists only with a
+	// ControllerTranslation, ControllerStatus, ControllerEgressIP); empty:
+	// selection, translation and status, every one the mode has. Translation exists only with a
 	// central NB; the EgressIP controller runs only when named.
 	Controllers []string
 	// Observe, when set, gets the master's metrics and health checks.
@@ -88,6 +91,8 @@ const DefaultReportNamespace = "ovn-egress"
 const (
 	ControllerSelection   = "selection"
 	ControllerTranslation = "translation"
+	// ControllerStatus writes the EgressServices' status.conditions.
+	ControllerStatus = "status"
 )
 
 // Validate checks the configuration, its unset fields taken as their
@@ -127,13 +132,13 @@ func (c Config) selection() selection.Config {
 func (c *Config) checkControllers() error {
 	for _, n := range c.Controllers {
 		switch n {
-		case ControllerSelection, ControllerEgressIP:
+		case ControllerSelection, ControllerStatus, ControllerEgressIP:
 		case ControllerTranslation:
 			if c.Mode != ModeCentral {
 				return fmt.Errorf("controller %q needs the central mode: in interconnect each node agent translates its zone", n)
 			}
 		default:
-			return fmt.Errorf("unknown controller %q (want %s, %s or %s)", n, ControllerSelection, ControllerTranslation, ControllerEgressIP)
+			return fmt.Errorf("unknown controller %q (want %s, %s, %s or %s)", n, ControllerSelection, ControllerTranslation, ControllerStatus, ControllerEgressIP)
 		}
 	}
 	return nil
@@ -191,12 +196,14 @@ type Master struct {
 	nb      client.Client
 	sync    *translation.Controller
 	sel     *selection.Controller
+	status  *status.Controller   // nil unless Config.Controllers names it
 	eip     *egressip.Controller // nil unless Config.Controllers names it
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
-	repInf  kubeinformers.SharedInformerFactory // the report ConfigMaps (translation only)
-	eipInf  eipinformers.SharedInformerFactory  // EgressIPs (the egressip controller only)
-	closeNB bool                                // the master made nb (New) and closes it
+	repInf  kubeinformers.SharedInformerFactory          // the report ConfigMaps (translation only)
+	eipInf  eipinformers.SharedInformerFactory           // EgressIPs (the egressip controller only)
+	l2Inf   dynamicinformer.DynamicSharedInformerFactory // MetalLB's ServiceL2Statuses (status, where served)
+	closeNB bool                                         // the master made nb (New) and closes it
 	// stopEvents flushes and stops the Event recorder the master made.
 	stopEvents func()
 	coexist    *coexist.Detector
@@ -206,11 +213,13 @@ type Master struct {
 // Clients are the ready connections a master works through: the API
 // server's clients and, with one central NB, its client (nil: interconnect,
 // the master only selects hosts). Recorder is optional: without one the
-// master posts Events through Kube.
+// master posts Events through Kube. Dynamic, when set, reads MetalLB's
+// ServiceL2Statuses where the API serves them (ControllerStatus).
 type Clients struct {
 	Kube     kubernetes.Interface
 	Egress   egressclient.Interface
 	EgressIP eipclient.Interface // needed only by ControllerEgressIP
+	Dynamic  dynamic.Interface
 	NB       client.Client
 	Recorder record.EventRecorder
 }
@@ -249,7 +258,11 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *logrus.Entry) (*
 		return nil, err
 	}
 	leader := instrument(&cfg, cfg.Observe) // before the NB client: it registers its metrics
-	cl := Clients{Kube: kube, Egress: egress, EgressIP: eip}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	cl := Clients{Kube: kube, Egress: egress, EgressIP: eip, Dynamic: dyn}
 	if cfg.Mode == ModeCentral {
 		if cl.NB, err = ovn.ConnectNB(ctx, cfg.NB, log); err != nil {
 			return nil, err
@@ -330,8 +343,14 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 		m.repInf = informer.Reports(cl.Kube, cfg.ReportNamespace)
 		err = det.WatchReports(m.repInf.Core().V1().ConfigMaps())
 	}
+	if err == nil && cfg.runs(ControllerStatus) {
+		err = m.buildStatus(ctx, cfg, cl, log)
+	}
 	if err == nil && cfg.runs(ControllerSelection) {
 		m.probeEgressNodes(&cfg)
+		if m.status != nil {
+			cfg.Select.ProblemsChanged = m.status.Enqueue
+		}
 		m.sel, err = selection.New(cfg.selection(), log.WithField("controller", "selection"), cl.Kube, cl.Egress, m.kubeInf, m.egInf, recorder)
 	}
 	if err == nil {
@@ -371,6 +390,9 @@ func (m *Master) Run(ctx context.Context) error {
 	if m.eipInf != nil {
 		defer m.eipInf.Shutdown()
 	}
+	if m.l2Inf != nil {
+		defer m.l2Inf.Shutdown()
+	}
 	// Shutdown waits for the informers, which stop only when their context
 	// does: cancel it first (deferred last), also when Run returns because
 	// the Lease was lost and the process's own context is still alive —
@@ -384,6 +406,9 @@ func (m *Master) Run(ctx context.Context) error {
 	}
 	if m.eipInf != nil {
 		m.eipInf.Start(ctx.Done())
+	}
+	if m.l2Inf != nil {
+		m.l2Inf.Start(ctx.Done())
 	}
 	if !m.cfg.LeaderElection.Enabled {
 		return m.lead(ctx)
@@ -502,6 +527,9 @@ func (m *Master) controllers() []runner {
 	if m.sync != nil {
 		out = append(out, m.sync)
 	}
+	if m.status != nil {
+		out = append(out, m.status)
+	}
 	if m.eip != nil {
 		out = append(out, m.eip)
 	}
@@ -530,6 +558,10 @@ func (m *Master) Conflict() coexist.Conflict { return m.coexist.Conflict() }
 func (m *Master) Informers() (kubeinformers.SharedInformerFactory, egressinformers.SharedInformerFactory) {
 	return m.kubeInf, m.egInf
 }
+
+// Status exposes the status controller (tests); nil when it is not among
+// Config.Controllers.
+func (m *Master) Status() *status.Controller { return m.status }
 
 // Select exposes the host-selection controller (tests and benchmarks); nil
 // when it is not among Config.Controllers.

@@ -88,6 +88,9 @@ type Config struct {
 	// told of every verdict change, after the hosts' drain is enqueued.
 	AlsoProbe      func() []string
 	OnReachability func(node string, reachable bool)
+	// ProblemsChanged, when set, is told of each EgressService whose
+	// problems (HostProblems) changed (the status controller).
+	ProblemsChanged func(key string)
 }
 
 // Failovers follows drained services until their rows are repointed.

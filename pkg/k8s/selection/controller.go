@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -82,6 +83,8 @@ type Controller struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+	// decided: the first pass over every key is done (HostsDecided).
+	decided atomic.Bool
 }
 
 // Stats counts what the controller did since it was built.
@@ -125,7 +128,7 @@ func New(cfg Config, log *logrus.Entry, kube kubernetes.Interface, egress egress
 		svcLister: svcInf.Lister(), svcIndex: svcInf.Informer().GetIndexer(), sliceIndex: sliceInf.Informer().GetIndexer(), nodeLister: nodeInf.Lister(),
 		synced: []cache.InformerSynced{esInf.Informer().HasSynced, svcInf.Informer().HasSynced,
 			sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
-		events: newEvents(recorder, cfg.UnassignedTraffic == translate.UnassignedDrop),
+		events: newEvents(recorder, cfg.UnassignedTraffic == translate.UnassignedDrop, cfg.ProblemsChanged),
 		moves:  newSelectorMoves(cfg.SelectorMoveDamping),
 	}
 	c.work = controller.New(controller.Config[key]{Name: "selection", MaxBatch: cfg.MaxBatch, Metrics: cfg.Work}, c.syncKeys, log)
@@ -153,6 +156,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	c.repair(ctx)
+	c.decided.Store(true)
 	var wg sync.WaitGroup
 	if c.health != nil {
 		wg.Add(1)
@@ -308,6 +312,14 @@ func (c *Controller) HealthRounds() int {
 	}
 	return c.health.roundCount()
 }
+
+// HostProblems are the problems of the service's last host decision (why
+// it has no host, when it has none).
+func (c *Controller) HostProblems(key string) translate.Problems { return c.events.hostProblems(key) }
+
+// HostsDecided reports whether every EgressService has been decided once
+// since the controller started (its problems are known).
+func (c *Controller) HostsDecided() bool { return c.decided.Load() }
 
 // Synced reports whether the controller's informers have synced.
 func (c *Controller) Synced() bool { return controller.Synced(c.synced) }

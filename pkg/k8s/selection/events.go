@@ -3,6 +3,7 @@ package selection
 import (
 	"fmt"
 	"github.com/ovn-egress/ovn-egress/pkg/translate/hosts"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,12 +39,23 @@ type events struct {
 	recorder record.EventRecorder
 	drop     bool
 
-	mu   sync.Mutex
-	last map[string]map[translate.Reason]bool // "namespace/name" → its current problem reasons
+	// changed, when set, is told of a service whose problems changed.
+	changed func(key string)
+
+	mu      sync.Mutex
+	last    map[string]map[translate.Reason]bool // "namespace/name" → its current problem reasons
+	current map[string]translate.Problems        // "namespace/name" → its current problems
 }
 
-func newEvents(r record.EventRecorder, drop bool) *events {
-	return &events{recorder: r, drop: drop, last: map[string]map[translate.Reason]bool{}}
+func newEvents(r record.EventRecorder, drop bool, changed func(string)) *events {
+	return &events{recorder: r, drop: drop, changed: changed, last: map[string]map[translate.Reason]bool{}, current: map[string]translate.Problems{}}
+}
+
+// hostProblems are the problems of the service's last decision.
+func (e *events) hostProblems(k string) translate.Problems {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.current[k])
 }
 
 func describeHost(h string) string {
@@ -79,12 +91,18 @@ func (e *events) problems(es *egressv1.EgressService, ps translate.Problems, hos
 	}
 	e.mu.Lock()
 	prev := e.last[k]
+	same := slices.Equal(e.current[k], ps)
 	if len(now) == 0 {
 		delete(e.last, k)
+		delete(e.current, k)
 	} else {
 		e.last[k] = now
+		e.current[k] = slices.Clone(ps)
 	}
 	e.mu.Unlock()
+	if !same && e.changed != nil {
+		e.changed(k)
+	}
 	if e.recorder == nil {
 		return
 	}
@@ -104,5 +122,6 @@ func (e *events) problems(es *egressv1.EgressService, ps translate.Problems, hos
 func (e *events) forget(k string) {
 	e.mu.Lock()
 	delete(e.last, k)
+	delete(e.current, k)
 	e.mu.Unlock()
 }

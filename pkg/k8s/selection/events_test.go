@@ -12,7 +12,7 @@ import (
 // under --unassigned-traffic=drop, its Event says its traffic is dropped.
 func TestUnhostedReasonOfRefusedServices(t *testing.T) {
 	for _, r := range []translate.Reason{translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, hosts.ReasonNodeLabelCollision} {
-		e := newEvents(nil, true)
+		e := newEvents(nil, true, nil)
 		e.last["ns/web"] = map[translate.Reason]bool{r: true}
 		if got := e.unhostedReason("ns/web"); got != string(r) {
 			t.Errorf("unhosted reason with only %s: %q", r, got)
@@ -22,7 +22,7 @@ func TestUnhostedReasonOfRefusedServices(t *testing.T) {
 		}
 	}
 	// The order holds: a missing Service is reported before its IP.
-	e := newEvents(nil, true)
+	e := newEvents(nil, true, nil)
 	e.last["ns/web"] = map[translate.Reason]bool{translate.ReasonIngressIPShared: true, translate.ReasonServiceNotFound: true}
 	if got := e.unhostedReason("ns/web"); got != string(translate.ReasonServiceNotFound) {
 		t.Errorf("unhosted reason: %q, want ServiceNotFound first", got)

@@ -454,21 +454,4 @@ func (c *Controller) standingBack() bool {
 }
 
 // parallel runs f(0..n-1) with at most cfg.Writers at a time.
-func (c *Controller) parallel(n int, f func(i int)) {
-	if n == 1 {
-		f(0)
-		return
-	}
-	sem := make(chan struct{}, c.cfg.Writers)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			f(i)
-		}()
-	}
-	wg.Wait()
-}
+func (c *Controller) parallel(n int, f func(i int)) { controller.Parallel(n, c.cfg.Writers, f) }

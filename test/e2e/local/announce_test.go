@@ -14,6 +14,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	egressv1 "github.com/ovn-egress/ovn-egress/pkg/apis/egressservice/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
 // TestAnnouncementFollowsHost: the outside world learns the Service's LB
@@ -35,6 +36,13 @@ func testAnnouncementFollowsHost(t *testing.T, backend string) {
 	p1 := c.addPod("p1", "node1", 5)
 	lb, first := c.hostedByNode2or3(p1)
 	second := otherOf(first)
+	// What an operator waits on: the object says its egress works.
+	c.kubectlWait("web", "condition=Ready", 30*time.Second)
+	if backend == "host" {
+		t.Log("MetalLB announces from a node that is not the host: the EgressService says so")
+		c.announceFromOtherNode("web", first, second)
+		c.expectAnnouncedBy(lb, first)
+	}
 
 	t.Log("selector: the host no longer matches")
 	c.label(first, "egress", "b")
@@ -62,6 +70,9 @@ func testAnnouncementFollowsHost(t *testing.T, backend string) {
 	t.Log("no eligible node: nobody answers, the Service keeps its addresses")
 	c.patchSelector("web", map[string]string{"egress": "nowhere"})
 	c.host("web", func(h string) bool { return h == "" })
+	if msg := c.waitReadyReason("web", string(translate.ReasonNoEligibleNode)); !strings.Contains(msg, "HostAssigned") {
+		t.Errorf("Ready's message %q does not say host selection stops it", msg)
+	}
 	c.expectSource(p1, 15*time.Second, c.nodeAddr("node1"))
 	c.expectUnannounced(lb)
 	svc, err := kube.Client.CoreV1().Services(c.ns).Get(context.Background(), "web", metav1.GetOptions{})

@@ -34,6 +34,8 @@ const HostAll = "ALL"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Assigned Host",type=string,JSONPath=".status.host"
 // +kubebuilder:printcolumn:name="Source IP By",type=string,JSONPath=".spec.sourceIPBy"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].reason"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 type EgressService struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -83,6 +85,19 @@ type EgressServiceStatus struct {
 	// In case sourceIPBy=Network the field will be set to "ALL".
 	// +required
 	Host string `json:"host"`
+
+	// Conditions say whether the service's egress works end to end and,
+	// when it does not, which part stops it: Ready (traffic leaves as
+	// asked), HostAssigned (a host is chosen), AgentsReady (the node agents
+	// that carry the traffic report it programmed) and Announced (the
+	// load-balancer IP is announced from the host). One set for the object,
+	// never one per node; each condition's observedGeneration is the
+	// generation it was computed from. An addition of ovn-egress: upstream's
+	// status has only host.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // EgressServiceList contains a list of EgressServices.
