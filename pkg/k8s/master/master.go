@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -200,10 +199,9 @@ type Master struct {
 	eip     *egressip.Controller // nil unless Config.Controllers names it
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
-	repInf  kubeinformers.SharedInformerFactory          // the report ConfigMaps (translation only)
-	eipInf  eipinformers.SharedInformerFactory           // EgressIPs (the egressip controller only)
-	l2Inf   dynamicinformer.DynamicSharedInformerFactory // MetalLB's ServiceL2Statuses (status, where served)
-	closeNB bool                                         // the master made nb (New) and closes it
+	repInf  kubeinformers.SharedInformerFactory // the report ConfigMaps (translation only)
+	eipInf  eipinformers.SharedInformerFactory  // EgressIPs (the egressip controller only)
+	closeNB bool                                // the master made nb (New) and closes it
 	// stopEvents flushes and stops the Event recorder the master made.
 	stopEvents func()
 	coexist    *coexist.Detector
@@ -344,7 +342,7 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 		err = det.WatchReports(m.repInf.Core().V1().ConfigMaps())
 	}
 	if err == nil && cfg.runs(ControllerStatus) {
-		err = m.buildStatus(ctx, cfg, cl, log)
+		err = m.buildStatus(cfg, cl, log)
 	}
 	if err == nil && cfg.runs(ControllerSelection) {
 		m.probeEgressNodes(&cfg)
@@ -390,9 +388,7 @@ func (m *Master) Run(ctx context.Context) error {
 	if m.eipInf != nil {
 		defer m.eipInf.Shutdown()
 	}
-	if m.l2Inf != nil {
-		defer m.l2Inf.Shutdown()
-	}
+
 	// Shutdown waits for the informers, which stop only when their context
 	// does: cancel it first (deferred last), also when Run returns because
 	// the Lease was lost and the process's own context is still alive —
@@ -407,9 +403,7 @@ func (m *Master) Run(ctx context.Context) error {
 	if m.eipInf != nil {
 		m.eipInf.Start(ctx.Done())
 	}
-	if m.l2Inf != nil {
-		m.l2Inf.Start(ctx.Done())
-	}
+
 	if !m.cfg.LeaderElection.Enabled {
 		return m.lead(ctx)
 	}

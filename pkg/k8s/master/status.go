@@ -1,8 +1,6 @@
 package master
 
 import (
-	"context"
-
 	"github.com/sirupsen/logrus"
 
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
@@ -12,23 +10,15 @@ import (
 
 // buildStatus wires the status controller: host selection's problems (set
 // once selection is built), the agents' reports, and MetalLB's
-// ServiceL2Statuses when the API serves them (discovered once, at start:
-// MetalLB installed later is read after the master's next restart).
-func (m *Master) buildStatus(ctx context.Context, cfg Config, cl Clients, log *logrus.Entry) error {
+// ServiceL2Statuses once the API serves them.
+func (m *Master) buildStatus(cfg Config, cl Clients, log *logrus.Entry) error {
 	if m.repInf == nil {
 		m.repInf = informer.Reports(cl.Kube, cfg.ReportNamespace)
 	}
 	scfg := status.Config{ClusterSubnets: cfg.Translation.Translate.ClusterSubnets, Reports: m.repInf.Core().V1().ConfigMaps(),
 		Standoff: m.coexist, Work: cfg.Translation.Work, HostProblems: hostProblems{m}}
 	if cl.Dynamic != nil {
-		served, err := status.Layer2Served(cl.Kube.Discovery())
-		if err != nil {
-			log.WithError(err).Warn("MetalLB's ServiceL2Status not discovered: the EgressServices' Announced condition stays Unknown")
-		}
-		if served {
-			m.l2Inf = status.Layer2Informers(cl.Dynamic)
-			scfg.Layer2 = m.l2Inf.ForResource(status.Layer2Resource).Informer()
-		}
+		scfg.Discovery, scfg.Dynamic = cl.Kube.Discovery(), cl.Dynamic
 	}
 	var err error
 	m.status, err = status.New(scfg, log.WithField("controller", status.Name), cl.Egress, m.kubeInf, m.egInf)

@@ -20,6 +20,8 @@ import (
 	"github.com/sirupsen/logrus"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -50,9 +52,13 @@ type Config struct {
 	// Reports are the node agents' report ConfigMaps (informer.Reports); a
 	// node without one is read from its Node's legacy annotation.
 	Reports coreinformers.ConfigMapInformer
-	// Layer2, when set, is the informer of MetalLB's ServiceL2Statuses
-	// (Layer2Informers): without it Announced is Unknown.
-	Layer2 cache.SharedIndexInformer
+	// Discovery and Dynamic, when set, read MetalLB's ServiceL2Statuses
+	// once the API serves them (asked every Layer2Recheck, default
+	// DefaultLayer2Recheck, until it does); before, and without them,
+	// Announced is Unknown.
+	Discovery     discovery.DiscoveryInterface
+	Dynamic       dynamic.Interface
+	Layer2Recheck time.Duration
 	// Standoff, when set, says when to write nothing and which services'
 	// status another writer holds (the coexistence check).
 	Standoff Standoff
@@ -94,7 +100,7 @@ type Controller struct {
 	sliceIndex  cache.Indexer
 	nodeLister  corelisters.NodeLister
 	reportIndex cache.Indexer // nil without Config.Reports
-	layer2Index cache.Indexer // nil without Config.Layer2
+	layer2      *layer2       // nil without Config.Discovery and Dynamic
 	synced      []cache.InformerSynced
 	work        *controller.Worker[string]
 	statsMu     sync.Mutex
@@ -142,12 +148,11 @@ func New(cfg Config, log *logrus.Entry, egress egressclient.Interface, kubeInf k
 		c.reportIndex = cfg.Reports.Informer().GetIndexer()
 		c.synced = append(c.synced, cfg.Reports.Informer().HasSynced)
 	}
-	if cfg.Layer2 != nil {
-		if err := addLayer2Index(cfg.Layer2); err != nil {
-			return nil, err
+	if cfg.Discovery != nil && cfg.Dynamic != nil {
+		if cfg.Layer2Recheck == 0 {
+			cfg.Layer2Recheck = DefaultLayer2Recheck
 		}
-		c.layer2Index = cfg.Layer2.GetIndexer()
-		c.synced = append(c.synced, cfg.Layer2.HasSynced)
+		c.layer2 = &layer2{discovery: cfg.Discovery, dynamic: cfg.Dynamic, recheck: cfg.Layer2Recheck}
 	}
 	c.work = controller.New(controller.Config[string]{Name: Name, MaxBatch: cfg.MaxBatch, Metrics: cfg.Work}, c.sync, log)
 	if err := c.registerHandlers(esInf.Informer(), svcInf.Informer(), sliceInf.Informer(), nodeInf.Informer()); err != nil {
@@ -172,8 +177,20 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 	c.EnqueueAll()
-	c.log.WithField("layer2", c.layer2Index != nil).Info("status conditions started")
+	var wg sync.WaitGroup
+	if c.layer2 != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.layer2.run(ctx, c.layer2Handler(), func() {
+				c.log.Info("reading MetalLB's ServiceL2Statuses")
+				c.EnqueueAll()
+			}, func(err error) { c.log.WithError(err).Warn("MetalLB's ServiceL2Status") })
+		}()
+	}
+	c.log.Info("status conditions started")
 	c.work.Run(ctx)
+	wg.Wait()
 	c.log.Info("status conditions stopped")
 	return nil
 }

@@ -63,21 +63,24 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 			}
 		})})
 	}
-	if c.cfg.Layer2 != nil {
-		handlers = append(handlers, handler{c.cfg.Layer2, controller.OnChange(func(old, cur any) {
-			for _, o := range []any{old, cur} {
-				if svc, _, ok := layer2(o); ok {
-					c.enqueueByName(svc)
-				}
-			}
-		})})
-	}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(h.h); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// layer2Handler enqueues the EgressService of a ServiceL2Status's
+// Service, before and after.
+func (c *Controller) layer2Handler() cache.ResourceEventHandler {
+	return controller.OnChange(func(old, cur any) {
+		for _, o := range []any{old, cur} {
+			if svc, _, ok := layer2Of(o); ok {
+				c.enqueueByName(svc)
+			}
+		}
+	})
 }
 
 // either is whichever of two ConfigMaps is there.

@@ -102,11 +102,11 @@ func (c *Controller) gather(es *egressv1.EgressService) conditions.EgressService
 			in.Reports[node] = r
 		}
 	}
-	if c.layer2Index != nil {
+	if idx := c.layer2.indexer(); idx != nil {
 		in.Layer2 = true
-		objs, _ := c.layer2Index.ByIndex(indexLayer2ByService, k)
+		objs, _ := idx.ByIndex(indexLayer2ByService, k)
 		for _, o := range objs {
-			if _, node, ok := layer2(o); ok && node != "" {
+			if _, node, ok := layer2Of(o); ok && node != "" {
 				in.Announcers = append(in.Announcers, node)
 			}
 		}
