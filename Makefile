@@ -16,7 +16,7 @@ DEMO_ARGS ?=
 
 # The packages whose tests run OVN (NB/SB/northd, RAFT, the dataplane):
 # test-ovn25 runs them on OVN 25.03.
-OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/nbsync/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/ ./test/scale/ ./test/helm/
+OVN_TEST_PKGS := ./internal/testenv/ ./pkg/ovn/ ./pkg/k8s/translation/ ./pkg/k8s/master/ ./cmd/ovn-egress/ ./test/e2e/local/ ./test/scale/ ./test/helm/
 # test/scale's 10,000 Services cost the API server 4 to 10 minutes to create
 # on 2 cores (its ClusterIP allocator counts every IPAddress at each
 # allocation: quadratic, docs/performance.md), and more than the package's
@@ -74,7 +74,7 @@ false-failover: deps testbin build ## the health checks at their defaults under 
 
 ORACLE_TIME ?= 5m
 oracle: deps ## the translation controller checked against the whole translation, random seeds for ORACLE_TIME (OVN_EGRESS_ORACLE_SEED=N replays one; make test runs four)
-	OVN_EGRESS_ORACLE=$(ORACLE_TIME) go test -count=1 -timeout 3h -v -run '^TestTranslationOracle$$' ./pkg/k8s/nbsync/
+	OVN_EGRESS_ORACLE=$(ORACLE_TIME) go test -count=1 -timeout 3h -v -run '^TestTranslationOracle$$' ./pkg/k8s/translation/
 
 FUZZTIME ?= 10s
 FUZZ_PKGS ?= ./pkg/translate/ ./pkg/translate/egressip/ ./pkg/translate/egressservice/ ./pkg/translate/hosts/ ./pkg/translate/nodeplan/
