@@ -15,6 +15,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/coexist"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/master"
 	"github.com/ovn-egress/ovn-egress/pkg/observe"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/conditions"
 )
 
 // conflictEvent waits for the Warning Event of a conflict on EgressService
@@ -90,6 +91,9 @@ func TestStandsBackFromOVNKubernetesRows(t *testing.T) {
 		t.Errorf("conflict %+v; want 1 EgressSVC policy, 1 served pod, naming %s/web", got, c.ns)
 	}
 	c.conflictEvent("web", "EgressSVC", "--enable-egress-service=false", "ovn-egress migrate")
+	if got := c.waitCondition("web", conditions.Ready, metav1.ConditionFalse, conditions.ReasonStandingBack); !strings.Contains(got.Message, "--enable-egress-service=false") {
+		t.Errorf("Ready during the conflict: %q; want the flag named", got.Message)
+	}
 	if err := cfg.Observe.IsReady(); err == nil || !strings.Contains(err.Error(), "standing back") || !strings.Contains(err.Error(), "--enable-egress-service=false") {
 		t.Errorf("readiness during the conflict: %v; want not ready, standing back, naming the flag", err)
 	}
@@ -113,6 +117,10 @@ func TestStandsBackFromOVNKubernetesRows(t *testing.T) {
 	}
 	c.ovn.MustNBCtl(t, "destroy", "Address_Set", "a13607449821398607916")
 	c.eventually("resumed", func() bool { return !m.Conflict().Active() && c.setAddresses("node2") == `["10.244.3.7"]` })
+	c.eventually("Ready no longer says the master stands back", func() bool {
+		got := c.condition("web", conditions.Ready)
+		return got.Reason != "" && got.Reason != conditions.ReasonStandingBack
+	})
 	if err := cfg.Observe.IsReady(); err != nil {
 		t.Errorf("not ready after resuming: %v", err)
 	}

@@ -359,6 +359,9 @@ func build(ctx context.Context, cfg Config, cl Clients, leader prometheus.Gauge,
 		return nil, err
 	}
 	det.OnChange(func(c coexist.Conflict) {
+		if m.status != nil {
+			m.status.EnqueueAll() // every Ready says when the master stands back, and when no longer
+		}
 		if c.Active() {
 			return
 		}

@@ -59,8 +59,9 @@ type Config struct {
 	Discovery     discovery.DiscoveryInterface
 	Dynamic       dynamic.Interface
 	Layer2Recheck time.Duration
-	// Standoff, when set, says when to write nothing and which services'
-	// status another writer holds (the coexistence check).
+	// Standoff, when set, says when ovn-egress stands back (each Ready
+	// says so: OVNKubernetesConflict) and which services' status another
+	// writer holds (their conditions are left alone).
 	Standoff Standoff
 	// MaxBatch bounds the services synced together (default 500); Writers
 	// the concurrent status writes (default 16).
@@ -80,8 +81,8 @@ type HostProblems interface {
 	HostsDecided() bool
 }
 
-// Standoff tells the controller to write nothing, and which services are
-// held by another writer.
+// Standoff tells the controller when ovn-egress stands back, and which
+// services are held by another writer.
 type Standoff interface {
 	Blocked() (why string, blocked bool)
 	Held(key string) bool
@@ -110,7 +111,8 @@ type Controller struct {
 // Stats counts what the controller did.
 type Stats struct {
 	// Syncs counts batches synced; Writes the status writes that
-	// succeeded; Conflicts those refused with a conflict (retried).
+	// succeeded; Conflicts those refused with a conflict (the newer
+	// version's event syncs the service again).
 	Syncs, Writes, Conflicts int
 }
 

@@ -23,9 +23,10 @@ import (
 // the listers, compute its conditions, write those that changed (in
 // parallel). Each failed key's own error is returned.
 func (c *Controller) sync(ctx context.Context, keys []string) error {
+	standoff := ""
 	if c.cfg.Standoff != nil {
-		if _, blocked := c.cfg.Standoff.Blocked(); blocked {
-			return nil // the standoff's end enqueues every key again
+		if why, blocked := c.cfg.Standoff.Blocked(); blocked {
+			standoff = why // said on every object: its Ready is False for it
 		}
 	}
 	var changed []*egressv1.EgressService
@@ -38,8 +39,10 @@ func (c *Controller) sync(ctx context.Context, keys []string) error {
 		if err != nil || (c.cfg.Standoff != nil && c.cfg.Standoff.Held(k)) {
 			continue // gone; or its status is another writer's
 		}
+		in := c.gather(es)
+		in.Standoff = standoff
 		cur := es.DeepCopy()
-		if conditions.Set(&cur.Status.Conditions, conditions.EgressService(c.gather(es)), metav1.NewTime(c.cfg.Now())) {
+		if conditions.Set(&cur.Status.Conditions, conditions.EgressService(in), metav1.NewTime(c.cfg.Now())) {
 			changed = append(changed, cur)
 		}
 	}
@@ -54,7 +57,6 @@ func (c *Controller) sync(ctx context.Context, keys []string) error {
 	})
 	c.statsMu.Lock()
 	c.stats.Syncs++
-	c.stats.Writes += len(changed) - len(errs) // conflicts included: counted apart
 	c.statsMu.Unlock()
 	if len(errs) == 0 {
 		return nil
@@ -69,7 +71,12 @@ func (c *Controller) sync(ctx context.Context, keys []string) error {
 func (c *Controller) write(ctx context.Context, es *egressv1.EgressService) error {
 	_, err := c.egress.K8sV1().EgressServices(es.Namespace).UpdateStatus(ctx, es, metav1.UpdateOptions{FieldManager: fieldManager})
 	switch {
-	case err == nil, apierrors.IsNotFound(err):
+	case err == nil:
+		c.statsMu.Lock()
+		c.stats.Writes++
+		c.statsMu.Unlock()
+		return nil
+	case apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
 		c.statsMu.Lock()

@@ -54,6 +54,10 @@ const (
 	ReasonNotAnnounced       = "NoLayer2Announcement"
 	ReasonAnnouncerUnknown   = "AnnouncerUnknown"
 	ReasonNotRequired        = "NotRequired"
+	// ReasonStandingBack: ovn-kubernetes' own egress-service feature is
+	// active, and ovn-egress writes nothing until it is gone (the Events'
+	// reason of the same name).
+	ReasonStandingBack = "OVNKubernetesConflict"
 )
 
 // EgressServiceInput is what the conditions of one EgressService are
@@ -76,6 +80,9 @@ type EgressServiceInput struct {
 	// Announcers the nodes whose ServiceL2Status names the Service.
 	Layer2     bool
 	Announcers []string
+	// Standoff, when not empty, says why ovn-egress writes nothing now
+	// (ovn-kubernetes' own feature is active): Ready is False for it.
+	Standoff string
 }
 
 // CarryingNodes are the nodes whose agents carry an EgressService's
@@ -112,6 +119,9 @@ func EgressService(in EgressServiceInput) []metav1.Condition {
 		}
 		ready = metav1.Condition{Type: Ready, Status: metav1.ConditionFalse, Reason: c.Reason, Message: c.Type + ": " + c.Message}
 		break
+	}
+	if in.Standoff != "" {
+		ready = metav1.Condition{Type: Ready, Status: metav1.ConditionFalse, Reason: ReasonStandingBack, Message: "ovn-egress stands back and writes nothing: " + in.Standoff}
 	}
 	out := []metav1.Condition{ready, host, agents, announced}
 	for i := range out {

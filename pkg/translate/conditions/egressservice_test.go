@@ -174,3 +174,14 @@ func TestSetKeepsTransitionTimes(t *testing.T) {
 		t.Errorf("foreign condition %v, want %v", got["Mine"], foreign)
 	}
 }
+
+// TestEgressServiceStandingBack: while ovn-kubernetes' own feature is
+// active, Ready says ovn-egress stands back, whatever else holds.
+func TestEgressServiceStandingBack(t *testing.T) {
+	w, in := world("node2")
+	in.Reports["node2"] = agentReport(t, w, "node2")
+	in.Standoff = "ovn-kubernetes' egress-service rows are in NB"
+	cs := conditions.EgressService(in)
+	want(t, cs, conditions.Ready, metav1.ConditionFalse, conditions.ReasonStandingBack, "egress-service rows are in NB")
+	want(t, cs, conditions.AgentsReady, metav1.ConditionTrue, conditions.ReasonAgentsReady, "")
+}
