@@ -241,6 +241,9 @@ func (c *Controller) enqueue() { c.work.Add(syncKey) }
 func (c *Controller) onEgressService(old, obj any) {
 	es, _ := obj.(*egressv1.EgressService)
 	prev, _ := old.(*egressv1.EgressService)
+	if translate.ConditionsOnly(prev, es) {
+		return // the master's status controller's write: nothing the plan reads
+	}
 	if nodeplan.HostedOn(es, c.cfg.NodeName) || nodeplan.HostedOn(prev, c.cfg.NodeName) {
 		c.enqueue()
 	}

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"net/netip"
 	"slices"
 
@@ -181,6 +182,21 @@ type Input struct {
 
 // EgressServiceKey is "namespace/name".
 func EgressServiceKey(es *egressv1.EgressService) string { return es.Namespace + "/" + es.Name }
+
+// ConditionsOnly reports whether an update of an EgressService changed
+// nothing but its status.conditions (and so its resourceVersion and
+// managedFields): the master's status controller writing what it found,
+// which nothing that translates or programs the service reads.
+func ConditionsOnly(old, cur *egressv1.EgressService) bool {
+	if old == nil || cur == nil {
+		return false
+	}
+	a, b := *old, *cur
+	a.ResourceVersion, b.ResourceVersion = "", ""
+	a.ManagedFields, b.ManagedFields = nil, nil
+	a.Status.Conditions, b.Status.Conditions = nil, nil
+	return equality.Semantic.DeepEqual(a, b)
+}
 
 func SortedEgressServices(in []*egressv1.EgressService) []*egressv1.EgressService {
 	out := slices.Clone(in)

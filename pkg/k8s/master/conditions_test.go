@@ -116,9 +116,17 @@ func TestConditions(t *testing.T) {
 	c.waitCondition("web", conditions.Announced, metav1.ConditionUnknown, conditions.ReasonNotAnnounced)
 	c.waitCondition("web", conditions.Ready, metav1.ConditionTrue, conditions.ReasonReady)
 
+	// A write of conditions alone is nothing translation reads: it
+	// translates nothing again.
+	c.eventually("translation idle", m.Translation().Idle)
+	translated := m.Translation().Stats().Services
 	c.announce("web", "node3")
 	got = c.waitCondition("web", conditions.Announced, metav1.ConditionFalse, conditions.ReasonAnnouncedElsewhere)
 	t.Logf("Announced: %s", got.Message)
+	c.eventually("translation idle", m.Translation().Idle)
+	if n := m.Translation().Stats().Services - translated; n != 0 {
+		t.Errorf("the conditions' write translated %d services again", n)
+	}
 	c.waitCondition("web", conditions.Ready, metav1.ConditionFalse, conditions.ReasonAnnouncedElsewhere)
 	c.announce("web", "node2")
 	c.waitCondition("web", conditions.Announced, metav1.ConditionTrue, conditions.ReasonAnnouncedFromHost)

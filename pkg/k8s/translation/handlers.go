@@ -23,6 +23,9 @@ func (c *Controller) registerHandlers(es, svc, slices, nodes cache.SharedIndexIn
 		h   cache.ResourceEventHandler
 	}{
 		{es, controller.OnChange(func(old, cur any) {
+			if a, b := asEgressService(old), asEgressService(cur); translate.ConditionsOnly(a, b) {
+				return // the status controller's write: nothing translation reads
+			}
 			for _, o := range []any{old, cur} {
 				if e, ok := controller.As[*egressv1.EgressService](o); ok {
 					c.work.Add(serviceKey(translate.EgressServiceKey(e)))
@@ -119,4 +122,10 @@ func nodeChanged(old, cur any) bool {
 		}
 	}
 	return false
+}
+
+// asEgressService is an event's EgressService, nil for anything else.
+func asEgressService(o any) *egressv1.EgressService {
+	e, _ := controller.As[*egressv1.EgressService](o)
+	return e
 }
