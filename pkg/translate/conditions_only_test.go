@@ -28,7 +28,10 @@ func TestConditionsOnly(t *testing.T) {
 		{"host", func(e *egressv1.EgressService) { e.ResourceVersion, e.Status.Host = "2", "node3" }, false},
 		{"spec", func(e *egressv1.EgressService) { e.ResourceVersion, e.Spec.Network = "2", "100" }, false},
 		{"label", func(e *egressv1.EgressService) { e.ResourceVersion, e.Labels = "2", nil }, false},
-		{"deleted", func(e *egressv1.EgressService) { now := metav1.Now(); e.ResourceVersion, e.DeletionTimestamp = "2", &now }, false},
+		{"deleted", func(e *egressv1.EgressService) {
+			now := metav1.Now()
+			e.ResourceVersion, e.DeletionTimestamp = "2", &now
+		}, false},
 	} {
 		cur := base.DeepCopy()
 		tc.change(cur)
