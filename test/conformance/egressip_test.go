@@ -139,7 +139,8 @@ func TestEgressIPStatusAndColumns(t *testing.T) {
 	if _, err := c.Patch(t.Context(), name, types.MergePatchType, []byte(bad), metav1.PatchOptions{}); !apierrors.IsInvalid(err) {
 		t.Errorf("a node name of 254 characters in status: %v; want Invalid", err)
 	}
-	mp = `{"status":{"items":[{"node":"node1","egressIP":"172.18.0.100"},{"node":"node2","egressIP":"172.18.0.101"}]}}`
+	mp = `{"status":{"items":[{"node":"node1","egressIP":"172.18.0.100"},{"node":"node2","egressIP":"172.18.0.101"}],` +
+		`"conditions":[{"type":"Ready","status":"False","reason":"NoMatchingNodeFound","message":"Assigned: 1 of 3 unassigned","lastTransitionTime":"2026-12-07T00:00:00Z"}]}}`
 	if _, err = c.Patch(t.Context(), name, types.MergePatchType, []byte(mp), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -153,12 +154,12 @@ func TestEgressIPStatusAndColumns(t *testing.T) {
 		if len(lines) != 2 {
 			t.Fatalf("kubectl get %s: %q", resource, out)
 		}
-		if head := strings.Fields(lines[0]); !slices.Equal(head, []string{"NAME", "EGRESSIPS", "ASSIGNED", "NODE", "ASSIGNED", "EGRESSIPS"}) {
-			t.Errorf("columns %q; want NAME, EGRESSIPS, ASSIGNED NODE, ASSIGNED EGRESSIPS", lines[0])
+		if head := strings.Fields(lines[0]); !slices.Equal(head, []string{"NAME", "EGRESSIPS", "ASSIGNED", "NODE", "ASSIGNED", "EGRESSIPS", "READY", "REASON"}) {
+			t.Errorf("columns %q; want NAME, EGRESSIPS, ASSIGNED NODE, ASSIGNED EGRESSIPS, READY, REASON", lines[0])
 		}
 		// A printer column's [*] shows the first element only (the API
 		// server's column printer, as for upstream's CRD).
-		if row := strings.Fields(lines[1]); !slices.Equal(row, []string{name, "172.18.0.100", "node1", "172.18.0.100"}) {
+		if row := strings.Fields(lines[1]); !slices.Equal(row, []string{name, "172.18.0.100", "node1", "172.18.0.100", "False", "NoMatchingNodeFound"}) {
 			t.Errorf("row %q", lines[1])
 		}
 	}

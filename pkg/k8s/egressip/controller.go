@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,7 @@ import (
 	eiplisters "github.com/ovn-egress/ovn-egress/pkg/k8s/client/egressip/listers/egressip/v1"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/controller"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/conditions"
 )
 
 // Config tunes the controller.
@@ -165,10 +167,11 @@ func (c *Controller) sync(ctx context.Context, _ []string) error {
 	var errs []error
 	writes := 0
 	for _, e := range eips {
-		if !res.Changed(e) {
+		conds, condsChanged := eipConditions(e, res, time.Now())
+		if !res.Changed(e) && !condsChanged {
 			continue
 		}
-		if err := c.writeStatus(ctx, e, res.Items[e.Name]); err != nil {
+		if err := c.writeStatus(ctx, e, res.Items[e.Name], conds); err != nil {
 			errs = append(errs, fmt.Errorf("EgressIP %s: %w", e.Name, err))
 			continue
 		}
@@ -191,8 +194,8 @@ func (c *Controller) sync(ctx context.Context, _ []string) error {
 // resource (the CRD has no status subresource, as upstream's), on the
 // lister's resourceVersion: a conflict (the object changed meanwhile) is an
 // error, and the retry decides again on the newer object.
-func (c *Controller) writeStatus(ctx context.Context, e *egressipv1.EgressIP, items []egressipv1.EgressIPStatusItem) error {
-	patch, err := statusPatch(e.ResourceVersion, items)
+func (c *Controller) writeStatus(ctx context.Context, e *egressipv1.EgressIP, items []egressipv1.EgressIPStatusItem, conds []metav1.Condition) error {
+	patch, err := statusPatch(e.ResourceVersion, items, conds)
 	if err != nil {
 		return err
 	}
@@ -206,16 +209,32 @@ func (c *Controller) writeStatus(ctx context.Context, e *egressipv1.EgressIP, it
 // FieldManager is the master's field manager of EgressIP status.
 const FieldManager = "ovn-egress-egressip"
 
-// statusPatch is the merge patch that sets status.items (all of them: a
-// merge patch replaces a list whole) on the object at resourceVersion rv.
-func statusPatch(rv string, items []egressipv1.EgressIPStatusItem) ([]byte, error) {
+// statusPatch is the merge patch that sets status.items and
+// status.conditions (all of them: a merge patch replaces a list whole) on
+// the object at resourceVersion rv.
+func statusPatch(rv string, items []egressipv1.EgressIPStatusItem, conds []metav1.Condition) ([]byte, error) {
 	if items == nil {
 		items = []egressipv1.EgressIPStatusItem{}
 	}
 	return json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": rv},
-		"status":   map[string]any{"items": items},
+		"status":   map[string]any{"items": items, "conditions": conds},
 	})
+}
+
+// eipConditions returns e's conditions for the assignment res and whether
+// they differ from those it has. The CRD has no status subresource, so the
+// write of status makes the next generation: whether anything changed is
+// decided at e's generation, and what is written says the one after it
+// (else each write would leave its conditions a generation behind, and be
+// written again).
+func eipConditions(e *egressipv1.EgressIP, res eipt.EgressIPResult, now time.Time) ([]metav1.Condition, bool) {
+	items, problems := res.Items[e.Name], res.Problems.For(e.Name)
+	probe := slices.Clone(e.Status.Conditions)
+	changed := conditions.Set(&probe, conditions.EgressIP(e, items, problems, e.Generation+1), metav1.NewTime(now))
+	out := slices.Clone(e.Status.Conditions)
+	conditions.Set(&out, conditions.EgressIP(e, items, problems, e.Generation+1), metav1.NewTime(now))
+	return out, changed
 }
 
 func itemsString(items []egressipv1.EgressIPStatusItem) string {

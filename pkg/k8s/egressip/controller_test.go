@@ -12,6 +12,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
@@ -21,6 +22,7 @@ import (
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/egressip"
 	"github.com/ovn-egress/ovn-egress/pkg/k8s/informer"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
+	"github.com/ovn-egress/ovn-egress/pkg/translate/conditions"
 )
 
 var kube *testenv.Kube
@@ -126,6 +128,21 @@ func TestAssignmentThroughTheAPIServer(t *testing.T) {
 			return strings.Join(got, " ") == want, strings.Join(got, " ")
 		})
 	}
+	ready := func(name string, st metav1.ConditionStatus, reason, says string) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("%s's Ready %s (%s)", name, st, reason), func() (bool, string) {
+			e, err := eips.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			got := meta.FindStatusCondition(e.Status.Conditions, conditions.Ready)
+			if got == nil {
+				return false, "no Ready"
+			}
+			return got.Status == st && got.Reason == reason && strings.Contains(got.Message, says) && got.ObservedGeneration == e.Generation,
+				fmt.Sprintf("%s %s %q at generation %d of %d", got.Status, got.Reason, got.Message, got.ObservedGeneration, e.Generation)
+		})
+	}
 	event := func(name, reason, text string) {
 		t.Helper()
 		eventually(t, fmt.Sprintf("a %s Event on %s", reason, name), func() (bool, string) {
@@ -160,6 +177,7 @@ func TestAssignmentThroughTheAPIServer(t *testing.T) {
 	status("red", "172.18.1.20@eip-node2")
 	status("blue", "172.18.1.11@eip-node2")
 	event("blue", string(eipt.ReasonNoMatchingNode), "egress IP 172.18.1.10 is unassigned: no node can hold it (1 already holds another IP of this EgressIP, 1 not labelled k8s.ovn.org/egress-assignable, 1 unreachable (health check))")
+	ready("blue", metav1.ConditionFalse, string(eipt.ReasonNoMatchingNode), "1 of 2 egress IPs unassigned (172.18.1.10)")
 
 	// node3 gets the label: blue's first IP lands there; the rest stays.
 	n3, err := kube.Client.CoreV1().Nodes().Get(ctx, "eip-node3", metav1.GetOptions{})
@@ -172,6 +190,20 @@ func TestAssignmentThroughTheAPIServer(t *testing.T) {
 	}
 	status("blue", "172.18.1.10@eip-node3 172.18.1.11@eip-node2")
 	status("red", "172.18.1.20@eip-node2")
+	ready("blue", metav1.ConditionTrue, conditions.ReasonReady, "")
+	ready("red", metav1.ConditionTrue, conditions.ReasonReady, "")
+
+	// Converged: syncing again writes nothing, and the generation (which
+	// every status write of this CRD moves) stays.
+	before, _ := eips.Get(ctx, "blue", metav1.GetOptions{})
+	writes := c.Stats().StatusWrites
+	for range 3 {
+		c.Enqueue()
+		eventually(t, "idle", func() (bool, string) { return c.Idle(), "" })
+	}
+	if after, _ := eips.Get(ctx, "blue", metav1.GetOptions{}); after.Generation != before.Generation || c.Stats().StatusWrites != writes {
+		t.Errorf("converged, synced again: generation %d -> %d, status writes %d -> %d", before.Generation, after.Generation, writes, c.Stats().StatusWrites)
+	}
 
 	// An IP that is a node's own address is refused with an Event.
 	create("green", "172.18.0.2")

@@ -15,10 +15,18 @@ import (
 // value, and fails the test with the object's conditions when it times out.
 func (c *cluster) kubectlWait(name, forWhat string, timeout time.Duration) {
 	c.t.Helper()
-	out, err := kube.Kubectl("wait", "-n", c.ns, "egressservice/"+name, "--for="+forWhat, fmt.Sprintf("--timeout=%ds", int(timeout.Seconds())))
+	c.kubectlWaitOn([]string{"-n", c.ns, "egressservice/" + name}, forWhat, timeout)
+}
+
+// kubectlWaitOn is kubectlWait for any object (kubectl's arguments that
+// name it: a namespace flag and KIND/NAME, or a cluster-scoped KIND/NAME).
+func (c *cluster) kubectlWaitOn(object []string, forWhat string, timeout time.Duration) {
+	c.t.Helper()
+	args := append(append([]string{"wait"}, object...), "--for="+forWhat, fmt.Sprintf("--timeout=%ds", int(timeout.Seconds())))
+	out, err := kube.Kubectl(args...)
 	if err != nil {
-		conds, _ := kube.Kubectl("get", "-n", c.ns, "egressservice/"+name, "-o", "jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{\"\\n\"}{end}")
-		c.t.Fatalf("kubectl wait --for=%s egressservice/%s: %v %s\nconditions:\n%s", forWhat, name, err, out, conds)
+		conds, _ := kube.Kubectl(append(append([]string{"get"}, object...), "-o", "jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{\"\\n\"}{end}")...)
+		c.t.Fatalf("kubectl wait --for=%s %v: %v %s\nconditions:\n%s", forWhat, object, err, out, conds)
 	}
 }
 

@@ -246,6 +246,7 @@ func TestEgressIP(t *testing.T) {
 		}
 		return onNode["node2"].IsValid() && onNode["node3"].IsValid()
 	})
+	c.kubectlWaitOn([]string{"egressip/" + e.Name}, "condition=Ready", 15*time.Second)
 	// Wait for ECMP itself: both egress IPs seen and nothing else (the
 	// second next hop and SNAT may follow the first by a moment).
 	c.eventually("the selected pod leaving with both egress IPs", 30*time.Second, func() bool {
@@ -294,6 +295,8 @@ func TestEgressIP(t *testing.T) {
 			return err == nil && len(got.Status.Items) == 1 && got.Status.Items[0].Node == "node3"
 		})
 		if round == rounds {
+			// One node left for two IPs: the object says which is not held, and why.
+			c.kubectlWaitOn([]string{"egressip/" + e.Name}, `jsonpath={.status.conditions[?(@.type=="Ready")].reason}=`+string(egressip.ReasonNoMatchingNode), 15*time.Second)
 			break
 		}
 		c.revive("node2")

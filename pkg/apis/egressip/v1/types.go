@@ -24,6 +24,8 @@ import (
 // +kubebuilder:printcolumn:name="EgressIPs",type=string,JSONPath=".spec.egressIPs[*]"
 // +kubebuilder:printcolumn:name="Assigned Node",type=string,JSONPath=".status.items[*].node"
 // +kubebuilder:printcolumn:name="Assigned EgressIPs",type=string,JSONPath=".status.items[*].egressIP"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].reason"
 type EgressIP struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -70,6 +72,18 @@ type EgressIPStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	Items []EgressIPStatusItem `json:"items,omitempty"`
+
+	// Conditions: Ready (the selected pods leave with the egress IPs) and
+	// Assigned (every IP is held; when not, the reason says why). Without a
+	// status subresource every write of status is a new generation: the
+	// master writes the conditions with the generation its write makes as
+	// their observedGeneration. An addition of ovn-egress: upstream's
+	// status has only items.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // EgressIPStatusItem is one assigned egress IP.
