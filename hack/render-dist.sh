@@ -41,9 +41,12 @@ render node-rbac.yaml dist/ic/node-rbac.yaml
 render master-rbac.yaml dist/ic/master-rbac.yaml
 render master-deployment.yaml dist/ic/master-deployment.yaml
 render node-daemonset.yaml dist/ic/node-daemonset.yaml
-render node-rbac.yaml dist/ic/node-rbac-egressip.yaml --set egressIP.enabled=true
-render node-rbac.yaml dist/node/rbac-egressip.yaml --set mode=central --set egressIP.enabled=true
-render master-rbac.yaml dist/master/rbac-egressip.yaml --set mode=central --set egressIP.enabled=true
+# EgressIP's RBAC apart, so that `kubectl apply -f dist/ic/` (or dist/master,
+# dist/node) grants nothing of it: the master's is the same in both modes.
+mkdir -p dist/egressip
+render master-rbac.yaml dist/egressip/master-rbac.yaml --set egressIP.enabled=true
+render node-rbac.yaml dist/egressip/ic-node-rbac.yaml --set egressIP.enabled=true
+render node-rbac.yaml dist/egressip/node-rbac.yaml --set mode=central --set egressIP.enabled=true
 render master-pdb.yaml dist/master/pdb.yaml --set mode=central
 render master-pdb.yaml dist/ic/master-pdb.yaml
 render tenant-role.yaml dist/tenant-role.yaml

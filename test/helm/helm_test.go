@@ -111,9 +111,9 @@ func TestChartRendersDist(t *testing.T) {
 		{"node-daemonset.yaml", "../../dist/ic/node-daemonset.yaml", nil},
 		{"node-admission.yaml", "../../dist/ic/node-admission.yaml", nil},
 		{"master-admission.yaml", "../../dist/ic/master-admission.yaml", nil},
-		{"node-rbac.yaml", "../../dist/ic/node-rbac-egressip.yaml", []string{"--set", "egressIP.enabled=true"}},
-		{"node-rbac.yaml", "../../dist/node/rbac-egressip.yaml", []string{"--set", "mode=central", "--set", "egressIP.enabled=true"}},
-		{"master-rbac.yaml", "../../dist/master/rbac-egressip.yaml", []string{"--set", "mode=central", "--set", "egressIP.enabled=true"}},
+		{"node-rbac.yaml", "../../dist/egressip/ic-node-rbac.yaml", []string{"--set", "egressIP.enabled=true"}},
+		{"node-rbac.yaml", "../../dist/egressip/node-rbac.yaml", []string{"--set", "mode=central", "--set", "egressIP.enabled=true"}},
+		{"master-rbac.yaml", "../../dist/egressip/master-rbac.yaml", []string{"--set", "egressIP.enabled=true"}},
 		{"network-allowlist.yaml", "../../dist/network-allowlist.yaml", []string{"--set", "networkAllowList.enabled=true"}},
 		{"master-networkpolicy.yaml", "../../dist/master/networkpolicy.yaml", central},
 		{"master-networkpolicy.yaml", "../../dist/ic/master-networkpolicy.yaml", nil},
@@ -449,8 +449,43 @@ func TestDocumentedInstallCommands(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"ovn-egress-master", "ovn-egress-node"} {
-		if _, err := kube.Client.RbacV1().ClusterRoles().Get(ctx, n, metav1.GetOptions{}); err != nil {
+		r, err := kube.Client.RbacV1().ClusterRoles().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
 			t.Errorf("ClusterRole %s: %v", n, err)
+			continue
+		}
+		// EgressIP is opt-in: the documented commands grant none of its
+		// access (its RBAC is apart, in dist/egressip/).
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.Resources, "egressips") || slices.Contains(rule.Resources, "pods") {
+				t.Errorf("ClusterRole %s after the documented commands grants %v on %v: EgressIP's access, which is off", n, rule.Verbs, rule.Resources)
+			}
+		}
+	}
+}
+
+// TestPlainManifestsWithoutEgressIP: the directories an install applies
+// whole (dist/ic, dist/master, dist/node) grant nothing of EgressIP's
+// access, which is opt-in; its RBAC is in dist/egressip.
+func TestPlainManifestsWithoutEgressIP(t *testing.T) {
+	for _, dir := range []string{"ic", "master", "node"} {
+		files, err := filepath.Glob(filepath.Join("../../dist", dir, "*.yaml"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("dist/%s: %v %v", dir, files, err)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), `"egressips"`) {
+				t.Errorf("%s grants access to egressips: EgressIP's RBAC belongs in dist/egressip", f)
+			}
+		}
+	}
+	for _, f := range []string{"master-rbac.yaml", "ic-node-rbac.yaml", "node-rbac.yaml"} {
+		if b, err := os.ReadFile(filepath.Join("../../dist/egressip", f)); err != nil || !strings.Contains(string(b), `"egressips"`) {
+			t.Errorf("dist/egressip/%s: %v; want EgressIP's access", f, err)
 		}
 	}
 }

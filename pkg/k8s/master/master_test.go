@@ -138,7 +138,7 @@ func saConfig(t *testing.T) *rest.Config { return saConfigOf(t, "../../../dist/m
 
 // saConfigEgressIP is saConfig with the chart's egressIP.enabled RBAC.
 func saConfigEgressIP(t *testing.T) *rest.Config {
-	return saConfigOf(t, "../../../dist/master/rbac-egressip.yaml")
+	return saConfigOf(t, "../../../dist/egressip/master-rbac.yaml")
 }
 
 func saConfigOf(t *testing.T, rbac string) *rest.Config {

@@ -214,7 +214,7 @@ func newCluster(t *testing.T, o options) *cluster {
 // does.
 func (c *cluster) credentials() {
 	ctx := context.Background()
-	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/master/rbac-egressip.yaml", "../../../dist/node/rbac-egressip.yaml",
+	if err := kube.Apply(ctx, "../../../dist/namespace.yaml", "../../../dist/egressip/master-rbac.yaml", "../../../dist/egressip/node-rbac.yaml",
 		"../../../dist/node/admission.yaml", "../../../dist/master/admission.yaml"); err != nil {
 		c.t.Fatal(err)
 	}
