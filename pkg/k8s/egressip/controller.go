@@ -231,7 +231,7 @@ func statusPatch(rv string, items []egressipv1.EgressIPStatusItem, conds []metav
 func eipConditions(e *egressipv1.EgressIP, res eipt.EgressIPResult, now time.Time) ([]metav1.Condition, bool) {
 	items, problems := res.Items[e.Name], res.Problems.For(e.Name)
 	probe := slices.Clone(e.Status.Conditions)
-	changed := conditions.Set(&probe, conditions.EgressIP(e, items, problems, e.Generation+1), metav1.NewTime(now))
+	changed := conditions.Set(&probe, conditions.EgressIP(e, items, problems, e.Generation), metav1.NewTime(now))
 	out := slices.Clone(e.Status.Conditions)
 	conditions.Set(&out, conditions.EgressIP(e, items, problems, e.Generation+1), metav1.NewTime(now))
 	return out, changed
