@@ -66,8 +66,9 @@ type Config struct {
 	ReportNamespace string
 	// Controllers names the controllers to run (ControllerSelection,
 	// ControllerTranslation, ControllerStatus, ControllerEgressIP); empty:
-	// selection, translation and status, every one the mode has. Translation exists only with a
-	// central NB; the EgressIP controller runs only when named.
+	// selection, translation and status, every one the mode has.
+	// Translation exists only with a central NB; the EgressIP controller
+	// runs only when named.
 	Controllers []string
 	// Observe, when set, gets the master's metrics and health checks.
 	Observe *observe.Server
@@ -195,7 +196,7 @@ type Master struct {
 	nb      client.Client
 	sync    *translation.Controller
 	sel     *selection.Controller
-	status  *status.Controller   // nil unless Config.Controllers names it
+	status  *status.Controller   // nil when Config.Controllers leaves it out
 	eip     *egressip.Controller // nil unless Config.Controllers names it
 	kubeInf kubeinformers.SharedInformerFactory
 	egInf   egressinformers.SharedInformerFactory
@@ -391,7 +392,6 @@ func (m *Master) Run(ctx context.Context) error {
 	if m.eipInf != nil {
 		defer m.eipInf.Shutdown()
 	}
-
 	// Shutdown waits for the informers, which stop only when their context
 	// does: cancel it first (deferred last), also when Run returns because
 	// the Lease was lost and the process's own context is still alive —
@@ -406,7 +406,6 @@ func (m *Master) Run(ctx context.Context) error {
 	if m.eipInf != nil {
 		m.eipInf.Start(ctx.Done())
 	}
-
 	if !m.cfg.LeaderElection.Enabled {
 		return m.lead(ctx)
 	}
