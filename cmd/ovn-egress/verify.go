@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/ovn-egress/ovn-egress/pkg/translate/egressip"
 	"github.com/ovn-egress/ovn-egress/pkg/translate/egressservice"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -36,6 +38,7 @@ func verifyCommand() *cli.Command {
 		&cli.StringFlag{Name: "zone", Usage: "interconnect: the zone whose NB --nb-address is (in current ovn-kubernetes, a node's name); default: found from the NB's gateway routers", Category: catXlate},
 		&cli.StringFlag{Name: "sb-address", Usage: "the SB of --nb-address's OVN (in interconnect: the zone's), whose logical flows must name each policy and NAT row ovn-egress owns; none: skip that check (default: derived from --nb-address: ovnnb_db.sock → ovnsb_db.sock, port 6641 → 6642; the --nb-* TLS files apply)", Category: catOVN},
 		&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up after this long", Category: catOVN},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text, or json: one object {zone, drift, noflow, conflicts, problems} on stdout (the exit codes are the same)"},
 		reportNamespaceFlag(catXlate))
 	return &cli.Command{
 		Name:  "verify",
@@ -51,9 +54,15 @@ func verifyCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 			defer cancel()
+			if o := c.String("output"); o != "text" && o != "json" {
+				return cli.Exit(fmt.Sprintf("--output %q: want text or json", o), exitError)
+			}
 			res, err := verify(ctx, c)
 			if err != nil {
 				return cli.Exit(err, exitError)
+			}
+			if c.String("output") == "json" {
+				return res.writeJSON(c.App.Writer)
 			}
 			for _, p := range res.problems {
 				fmt.Fprintln(c.App.ErrWriter, p.String())
@@ -70,9 +79,8 @@ func verifyCommand() *cli.Command {
 			for _, cf := range res.conflicts {
 				fmt.Fprintln(c.App.Writer, "conflict  "+cf)
 			}
-			if n := len(res.changes) + len(res.unflowed) + len(res.conflicts); n > 0 {
-				return cli.Exit(fmt.Sprintf("%d rows drifted, %d rows without logical flows, %d conflicts",
-					len(res.changes), len(res.unflowed), len(res.conflicts)), exitDrift)
+			if err := res.drifted(); err != nil {
+				return err
 			}
 			fmt.Fprintln(c.App.Writer, "no drift")
 			return nil
@@ -87,6 +95,40 @@ type verifyResult struct {
 	unflowed  []ovn.Unflowed
 	conflicts []string
 	problems  translate.Problems
+}
+
+// drifted is the exit of a result with anything to report, nil without.
+func (r verifyResult) drifted() error {
+	if n := len(r.changes) + len(r.unflowed) + len(r.conflicts); n > 0 {
+		return cli.Exit(fmt.Sprintf("%d rows drifted, %d rows without logical flows, %d conflicts",
+			len(r.changes), len(r.unflowed), len(r.conflicts)), exitDrift)
+	}
+	return nil
+}
+
+// writeJSON prints the result as one JSON object (every list present, empty
+// when nothing is in it) and returns the exit the text output has.
+func (r verifyResult) writeJSON(w io.Writer) error {
+	doc := struct {
+		Zone      string              `json:"zone,omitempty"`
+		Drift     []ovn.Change        `json:"drift"`
+		NoFlow    []ovn.Unflowed      `json:"noflow"`
+		Conflicts []string            `json:"conflicts"`
+		Problems  []translate.Problem `json:"problems"`
+	}{r.zone, nonNil(r.changes), nonNil(r.unflowed), nonNil(r.conflicts), nonNil([]translate.Problem(r.problems))}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return cli.Exit(err, exitError)
+	}
+	return r.drifted()
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func verify(ctx context.Context, c *cli.Context) (verifyResult, error) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/ovn-egress/ovn-egress/internal/testenv"
 	"github.com/ovn-egress/ovn-egress/pkg/ipfamily"
+	"github.com/ovn-egress/ovn-egress/pkg/ovn"
 	"github.com/ovn-egress/ovn-egress/pkg/translate"
 )
 
@@ -100,13 +102,28 @@ func TestVerifyZones(t *testing.T) {
 	if out, code := verify("node1"); code != 1 || !strings.Contains(out, "different") || !strings.Contains(out, "reroute") {
 		t.Errorf("a central master's reroute in a zone: exit %d\n%s", code, out)
 	}
+	// The same as JSON, for a machine: one object, the same exit code.
+	out, code := verify("node1", "-o", "json")
+	var doc struct {
+		Zone      string       `json:"zone"`
+		Drift     []ovn.Change `json:"drift"`
+		NoFlow    []any        `json:"noflow"`
+		Conflicts []string     `json:"conflicts"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 1 || doc.Zone != "node1" || len(doc.Drift) != 1 ||
+		doc.Drift[0].Kind != "different" || !strings.HasSuffix(doc.Drift[0].ID, ":reroute") || doc.NoFlow == nil || doc.Conflicts == nil {
+		t.Errorf("verify -o json of the drifted reroute: exit %d, %v, %+v\n%s", code, err, doc, out)
+	}
 	node1.MustNBCtl(t, "set", "Logical_Router_Policy", reroute, `nexthops="100.88.0.3"`)
+	if out, code := verify("node1", "-o", "json"); code != 0 || !strings.Contains(out, `"drift": []`) {
+		t.Errorf("verify -o json, clean again: exit %d\n%s", code, out)
+	}
 
 	// ovn-kubernetes' own EgressSVC reroute, and another controller's
 	// untagged 101 policy on the same endpoint.
 	node1.MustNBCtl(t, "--", "--id=@p", "create", "Logical_Router_Policy", "priority=101", `match="ip4.src == 10.244.1.5"`,
 		"action=reroute", `nexthops="100.88.0.3"`, `external_ids:EgressSVC="`+ns+`/web"`, "--", "add", "Logical_Router", "ovn_cluster_router", "policies", "@p")
-	out, code := verify("node1")
+	out, code = verify("node1")
 	if code != 1 || !strings.Contains(out, "conflict") || !strings.Contains(out, "EgressSVC") || !strings.Contains(out, "--enable-egress-service=false") {
 		t.Errorf("ovn-kubernetes' EgressSVC row: exit %d\n%s", code, out)
 	}

@@ -63,10 +63,10 @@ func NewSBClient(ctx context.Context, cfg ClientConfig, log *logrus.Entry) (clie
 
 // Unflowed is one of ovn-egress's NB rows that no logical flow names.
 type Unflowed struct {
-	Table string // Logical_Router_Policy or NAT
-	ID    string // its k8s.ovn.org/id
-	UUID  string
-	What  string
+	Table string `json:"table"` // Logical_Router_Policy or NAT
+	ID    string `json:"id"`    // its k8s.ovn.org/id
+	UUID  string `json:"uuid"`
+	What  string `json:"what"`
 }
 
 func (u Unflowed) String() string {
