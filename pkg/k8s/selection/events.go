@@ -43,12 +43,11 @@ type events struct {
 	changed func(key string)
 
 	mu      sync.Mutex
-	last    map[string]map[translate.Reason]bool // "namespace/name" → its current problem reasons
-	current map[string]translate.Problems        // "namespace/name" → its current problems
+	current map[string]translate.Problems // "namespace/name" → its problems at its last sync
 }
 
 func newEvents(r record.EventRecorder, drop bool, changed func(string)) *events {
-	return &events{recorder: r, drop: drop, changed: changed, last: map[string]map[translate.Reason]bool{}, current: map[string]translate.Problems{}}
+	return &events{recorder: r, drop: drop, changed: changed, current: map[string]translate.Problems{}}
 }
 
 // hostProblems are the problems of the service's last decision.
@@ -85,18 +84,12 @@ func (e *events) hostWritten(es *egressv1.EgressService, sel hosts.Selection) {
 // there at its previous sync.
 func (e *events) problems(es *egressv1.EgressService, ps translate.Problems, host string) {
 	k := translate.EgressServiceKey(es)
-	now := map[translate.Reason]bool{}
-	for _, p := range ps {
-		now[p.Reason] = true
-	}
 	e.mu.Lock()
-	prev := e.last[k]
-	same := slices.Equal(e.current[k], ps)
-	if len(now) == 0 {
-		delete(e.last, k)
+	prev := e.current[k]
+	same := slices.Equal(prev, ps)
+	if len(ps) == 0 {
 		delete(e.current, k)
 	} else {
-		e.last[k] = now
 		e.current[k] = slices.Clone(ps)
 	}
 	e.mu.Unlock()
@@ -107,7 +100,7 @@ func (e *events) problems(es *egressv1.EgressService, ps translate.Problems, hos
 		return
 	}
 	for _, p := range ps {
-		if prev[p.Reason] {
+		if hasReason(prev, p.Reason) {
 			continue
 		}
 		msg := p.Message
@@ -121,7 +114,11 @@ func (e *events) problems(es *egressv1.EgressService, ps translate.Problems, hos
 // forget drops what is remembered of a deleted EgressService.
 func (e *events) forget(k string) {
 	e.mu.Lock()
-	delete(e.last, k)
 	delete(e.current, k)
 	e.mu.Unlock()
+}
+
+// hasReason reports whether one of ps has reason r.
+func hasReason(ps translate.Problems, r translate.Reason) bool {
+	return slices.ContainsFunc(ps, func(p translate.Problem) bool { return p.Reason == r })
 }

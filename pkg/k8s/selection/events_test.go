@@ -13,7 +13,7 @@ import (
 func TestUnhostedReasonOfRefusedServices(t *testing.T) {
 	for _, r := range []translate.Reason{translate.ReasonInvalidIngressIP, translate.ReasonIngressIPShared, hosts.ReasonNodeLabelCollision} {
 		e := newEvents(nil, true, nil)
-		e.last["ns/web"] = map[translate.Reason]bool{r: true}
+		e.current["ns/web"] = translate.Problems{{Key: "ns/web", Reason: r}}
 		if got := e.unhostedReason("ns/web"); got != string(r) {
 			t.Errorf("unhosted reason with only %s: %q", r, got)
 		}
@@ -23,7 +23,7 @@ func TestUnhostedReasonOfRefusedServices(t *testing.T) {
 	}
 	// The order holds: a missing Service is reported before its IP.
 	e := newEvents(nil, true, nil)
-	e.last["ns/web"] = map[translate.Reason]bool{translate.ReasonIngressIPShared: true, translate.ReasonServiceNotFound: true}
+	e.current["ns/web"] = translate.Problems{{Key: "ns/web", Reason: translate.ReasonIngressIPShared}, {Key: "ns/web", Reason: translate.ReasonServiceNotFound}}
 	if got := e.unhostedReason("ns/web"); got != string(translate.ReasonServiceNotFound) {
 		t.Errorf("unhosted reason: %q, want ServiceNotFound first", got)
 	}

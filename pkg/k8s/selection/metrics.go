@@ -145,7 +145,7 @@ func (e *events) unhostedReason(k string) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, r := range unhostedOrder() {
-		if e.last[k][r] {
+		if hasReason(e.current[k], r) {
 			return string(r)
 		}
 	}

@@ -89,12 +89,20 @@ type EgressServiceInput struct {
 // traffic, so whose reports its conditions read: the host, or for ALL every
 // node with a cluster-networked endpoint.
 func CarryingNodes(es *egressv1.EgressService, svc *corev1.Service, eps []*discoveryv1.EndpointSlice, clusterSubnets []netip.Prefix) []string {
+	if es.Status.Host != egressv1.HostAll {
+		return carryingNodes(es, nil)
+	}
+	return carryingNodes(es, translate.ServiceEndpoints(svc, eps, clusterSubnets))
+}
+
+// carryingNodes is CarryingNodes of the Service's endpoints eps.
+func carryingNodes(es *egressv1.EgressService, eps []translate.Endpoint) []string {
 	switch h := es.Status.Host; h {
 	case "":
 		return nil
 	case egressv1.HostAll:
 		var out []string
-		for _, e := range translate.ServiceEndpoints(svc, eps, clusterSubnets) {
+		for _, e := range eps {
 			out = append(out, e.Node)
 		}
 		slices.Sort(out)
@@ -164,7 +172,12 @@ func agentsReady(in EgressServiceInput, hosted bool) metav1.Condition {
 		return c
 	}
 	es := in.EgressService
-	nodes := CarryingNodes(es, in.Service, in.EndpointSlices, in.ClusterSubnets)
+	eps := translate.ServiceEndpoints(in.Service, in.EndpointSlices, in.ClusterSubnets)
+	var ingress map[ipfamily.Family]netip.Addr
+	if es.Status.Host != egressv1.HostAll && in.Service != nil {
+		ingress, _ = translate.IngressIPs(in.Service)
+	}
+	nodes := carryingNodes(es, eps)
 	if len(nodes) == 0 {
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonAgentsReady, "no node has an endpoint of the service"
 		return c
@@ -176,7 +189,7 @@ func agentsReady(in EgressServiceInput, hosted bool) metav1.Condition {
 		switch {
 		case !ok:
 			notReported = append(notReported, n)
-		case !reportMatches(got, in, n):
+		case !reportMatches(got, es, n, eps, ingress):
 			behind = append(behind, n)
 		}
 	}
@@ -196,14 +209,9 @@ func agentsReady(in EgressServiceInput, hosted bool) metav1.Condition {
 
 // reportMatches compares an agent's report entry with what the master
 // expects of node (translate.ReportAnnotation: the SNAT addresses, the
-// network, the endpoints' hash, as the node plan computes them).
-func reportMatches(got translate.ServiceReport, in EgressServiceInput, node string) bool {
-	es := in.EgressService
-	var ingress map[ipfamily.Family]netip.Addr
-	if es.Status.Host != egressv1.HostAll && in.Service != nil {
-		ingress, _ = translate.IngressIPs(in.Service)
-	}
-	eps := translate.ServiceEndpoints(in.Service, in.EndpointSlices, in.ClusterSubnets)
+// network, the endpoints' hash, as the node plan computes them) for the
+// Service's endpoints eps and SNAT addresses ingress.
+func reportMatches(got translate.ServiceReport, es *egressv1.EgressService, node string, eps []translate.Endpoint, ingress map[ipfamily.Family]netip.Addr) bool {
 	want := translate.EndpointsHash(translate.AgentEndpoints(es.Status.Host, node, eps, ingress))
 	return got.Network == es.Spec.Network && slices.Equal(got.IngressIPs, translate.ReportIPs(ingress)) && got.Endpoints == want
 }
